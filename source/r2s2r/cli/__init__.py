@@ -1,0 +1,25 @@
+"""The ``r2s2r`` command line."""
+
+from __future__ import annotations
+
+import typer
+
+from r2s2r import __version__
+from r2s2r.cli.sim import app as sim_app
+
+app = typer.Typer(
+    no_args_is_help=True,
+    add_completion=False,
+    help="r2s2r: real2sim2real co-training for dexterous manipulation.",
+)
+app.add_typer(sim_app, name="sim")
+
+
+@app.command()
+def version() -> None:
+    """Print the r2s2r version."""
+    typer.echo(__version__)
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,163 @@
+"""``r2s2r sim bench``: physics and rendering throughput of the env against raw MuJoCo."""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+from collections.abc import Callable
+from typing import Any
+
+import mujoco
+import numpy as np
+
+from r2s2r.sim.env import PickSortEnv
+
+
+def machine() -> str:
+    """A one-line description of this machine's CPU."""
+    name = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    name = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"{name}, {os.cpu_count()} cores, {platform.system()}"
+
+
+def _rate(fn: Callable[[], None], seconds: float, per_call: int = 1) -> float:
+    """Calls of ``fn`` per second (times ``per_call``), after one warm-up call."""
+    fn()
+    n, start = 0, time.perf_counter()
+    while True:
+        fn()
+        n += 1
+        elapsed = time.perf_counter() - start
+        if elapsed >= seconds:
+            return n * per_call / elapsed
+
+
+def _hold_action(env: PickSortEnv, obs: dict[str, Any]) -> np.ndarray:
+    """Hold both TCPs where they are with open hands."""
+    return np.concatenate([np.concatenate([pose, np.zeros(20)]) for pose in obs["tcp_pose"]])
+
+
+def bench_physics(seconds: float = 3.0, repeats: int = 3) -> dict[str, float]:
+    """Raw ``mj_step`` vs physics steps through ``env.step`` (images off), same scene/state."""
+    env = PickSortEnv(images=False)
+    obs, _ = env.reset(seed=0)
+    action = _hold_action(env, obs)
+    model, nsub = env.model, env.cell.nsub
+    raw_data = mujoco.MjData(model)
+    src = env.physics.mjdata(0)
+    raw_data.qpos[:], raw_data.qvel[:], raw_data.ctrl[:] = src.qpos, src.qvel, src.ctrl
+
+    def raw() -> None:
+        mujoco.mj_step(model, raw_data, nstep=nsub)
+
+    def env_step() -> None:
+        env.step(action)
+
+    raw_rates, env_rates = [], []
+    # Interleave the two so that machine noise hits both alike; keep the best of each.
+    for _ in range(repeats):
+        raw_rates.append(_rate(raw, seconds / repeats, nsub))
+        env_rates.append(_rate(env_step, seconds / repeats, 1))
+        env.reset(seed=0)
+    env.close()
+    raw_best, env_best = max(raw_rates), max(env_rates)
+    return {
+        "raw_steps_per_s": raw_best,
+        "env_control_steps_per_s": env_best,
+        "env_physics_steps_per_s": env_best * nsub,
+        "env_over_raw": env_best * nsub / raw_best,
+        "substeps_per_control_step": float(nsub),
+    }
+
+
+def bench_render(seconds: float = 3.0) -> dict[str, float]:
+    """Three-view renders through the env's renderer vs raw ``mujoco.Renderer`` calls."""
+    env = PickSortEnv(images=True)
+    env.reset(seed=0)
+    data = env.physics.mjdata(0)
+    renderer = env.renderer()
+    plans = renderer.plans
+    raw_renderers = {
+        p.render_size: mujoco.Renderer(env.model, p.render_size[1], p.render_size[0]) for p in plans
+    }
+
+    def raw() -> None:
+        for p in plans:
+            r = raw_renderers[p.render_size]
+            r.update_scene(data, camera=p.cam_id)
+            r.render()
+
+    def ours() -> None:
+        renderer.render(data)
+
+    wide = {p.name: p.render_size for p in plans}
+    imgs = {p.name: renderer.render_raw(data, p) for p in plans if p.remap is not None}
+
+    def remap() -> None:
+        for p in plans:
+            if p.remap is not None:
+                p.remap(imgs[p.name])
+
+    raw_rate = _rate(raw, seconds / 3)
+    env_rate = _rate(ours, seconds / 3)
+    raw_rate = max(raw_rate, _rate(raw, seconds / 6))
+    env_rate = max(env_rate, _rate(ours, seconds / 6))
+    remap_rate = _rate(remap, seconds / 6)
+    for r in raw_renderers.values():
+        r.close()
+    env.close()
+    out: dict[str, Any] = {
+        "raw_renders_per_s": raw_rate,
+        "env_renders_per_s": env_rate,
+        "render_over_raw": env_rate / raw_rate,
+        "fisheye_remap_ms": 1e3 / remap_rate,
+    }
+    out.update({f"render_size_{k}": f"{w}x{h}" for k, (w, h) in wide.items()})
+    return out
+
+
+def bench_warp(batch_sizes: tuple[int, ...], steps: int = 20) -> dict[str, Any]:
+    """MuJoCo Warp world-steps/s at several batch sizes on the device present."""
+    from r2s2r.sim.cell import Cell, set_action_mode
+    from r2s2r.sim.scene import build_scene
+    from r2s2r.sim.warp_physics import WarpPhysics
+    from r2s2r.worlds import load_task, load_world
+
+    scene = build_scene(load_task("pick_sort"), load_world("nominal"))
+    set_action_mode(scene.model, "tcp")
+    rates: dict[str, float] = {}
+    device = "?"
+    for n in batch_sizes:
+        physics = WarpPhysics(scene.model, n)
+        device = physics.device
+        cell = Cell(scene, physics)
+        cell.reset(np.arange(n), [np.random.default_rng(i) for i in range(n)])
+        ctrl = cell.ctrl.copy()
+        physics.step(ctrl, 1)  # Compiles kernels / captures graphs outside the timing.
+        physics.state()
+        start = time.perf_counter()
+        physics.step(ctrl, steps)
+        physics.state()  # Forces the device to finish.
+        rates[str(n)] = n * steps / (time.perf_counter() - start)
+    return {"warp_device": device, "warp_world_steps_per_s": rates}
+
+
+def run_bench(seconds: float = 3.0, warp_sizes: tuple[int, ...] = (1, 8, 64)) -> dict[str, Any]:
+    """Every figure of ``r2s2r sim bench``."""
+    out: dict[str, Any] = {"machine": machine(), "mujoco": mujoco.__version__}
+    out.update(bench_physics(seconds))
+    out.update(bench_render(seconds))
+    if warp_sizes:
+        try:
+            out.update(bench_warp(warp_sizes))
+        except ImportError as err:
+            out["warp_error"] = f"{err} (install the 'warp' extra: pip install -e '.[warp]')"
+    return out

@@ -1,0 +1,353 @@
+"""The pick-and-sort cell's episode logic, batched over N worlds and shared by all envs.
+
+It turns actions into actuator controls, runs the physics backend, spawns objects on the
+belt on schedule, keeps the belt within its travel, and judges every object.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import mujoco
+import numpy as np
+from scipy.spatial.transform import Rotation
+
+from r2s2r.sim import robots
+from r2s2r.sim.controller import MotionGenerator
+from r2s2r.sim.physics import Physics
+from r2s2r.sim.rotations import mat_to_quat, quat_mul, quat_to_mat, quat_to_rotvec
+from r2s2r.sim.scene import CART_AXES, GROUP_CARTESIAN, GROUP_JOINT, Scene, storage_pos
+from r2s2r.spec.world import ARM_SIDES
+
+Condition = Literal["nominal", "red_light", "fast_belt", "novel_objects", "all_shifts"]
+CONDITIONS: tuple[str, ...] = ("nominal", "red_light", "fast_belt", "novel_objects", "all_shifts")
+ActionMode = Literal["tcp", "joint"]
+# Object status codes.
+PENDING, SORTED, WRONG_BIN, DROPPED = 0, 1, 2, 3
+STATUS_NAMES = ("pending", "sorted", "wrong_bin", "dropped")
+ARM_DOF, HAND_DOF = 7, 20
+_XYZ, _QUAT = np.arange(3), 3 + np.arange(4)
+ACTION_PER_ARM = 27  # tcp: pos 3 + quat 4 (w, x, y, z) + hand 20; joint: arm 7 + hand 20.
+
+
+def _adr(model: mujoco.MjModel, names: list[str], field: str) -> np.ndarray:
+    return np.array([getattr(model.joint(n), field)[0] for n in names])
+
+
+@dataclass(frozen=True)
+class CellIndex:
+    """Addresses of everything the episode logic reads or writes."""
+
+    arm_qadr: np.ndarray  # (2, 7)
+    hand_qadr: np.ndarray  # (2, 20)
+    belt_qadr: int
+    obj_qadr: np.ndarray  # (K,) free-joint qpos address per object (7 values each)
+    obj_vadr: np.ndarray  # (K,)
+    cart_ctrl: np.ndarray  # (2, 6)
+    joint_ctrl: np.ndarray  # (2, 7)
+    hand_ctrl: np.ndarray  # (2, 20)
+    belt_ctrl: int
+    tcp_sites: np.ndarray  # (2,)
+    ref_pos: np.ndarray  # (2, 3) world-fixed Cartesian reference frames
+    ref_quat: np.ndarray  # (2, 4)
+
+    @classmethod
+    def build(cls, model: mujoco.MjModel, num_objects: int, object_names: list[str]) -> CellIndex:
+        def act(name: str) -> int:
+            return int(model.actuator(name).id)
+
+        arm = [[f"{s}_j{i + 1}" for i in range(ARM_DOF)] for s in ARM_SIDES]
+        hand = [
+            [f"{s}_hand_f{f}_j{k}" for f in range(1, 6) for k in range(1, 5)] for s in ARM_SIDES
+        ]
+        ref_ids = [model.site(f"{s}_ref").id for s in ARM_SIDES]
+        return cls(
+            arm_qadr=np.array([_adr(model, a, "qposadr") for a in arm]),
+            hand_qadr=np.array([_adr(model, h, "qposadr") for h in hand]),
+            belt_qadr=int(model.joint("belt").qposadr[0]),
+            obj_qadr=_adr(model, [f"obj:{n}" for n in object_names], "qposadr"),
+            obj_vadr=_adr(model, [f"obj:{n}" for n in object_names], "dofadr"),
+            cart_ctrl=np.array([[act(f"{s}_tcp_{a}") for a in CART_AXES] for s in ARM_SIDES]),
+            joint_ctrl=np.array([[act(f"{j}_pos") for j in a] for a in arm]),
+            hand_ctrl=np.array([[act(f"{j}_act") for j in h] for h in hand]),
+            belt_ctrl=act("belt"),
+            tcp_sites=np.array([model.site(f"{s}_tcp").id for s in ARM_SIDES]),
+            ref_pos=model.site_pos[ref_ids].copy(),
+            ref_quat=model.site_quat[ref_ids].copy(),
+        )
+
+
+def set_action_mode(model: mujoco.MjModel, mode: ActionMode) -> None:
+    """Enable the Cartesian or the joint-position arm actuators (not both)."""
+    if mode not in ("tcp", "joint"):
+        raise ValueError(f"action_mode must be 'tcp' or 'joint', got {mode!r}")
+    model.opt.disableactuator = 1 << (GROUP_JOINT if mode == "tcp" else GROUP_CARTESIAN)
+
+
+class Cell:
+    """Episode state and stepping for N worlds of one scene on one physics backend."""
+
+    def __init__(
+        self,
+        scene: Scene,
+        physics: Physics,
+        condition: Condition = "nominal",
+        action_mode: ActionMode = "tcp",
+    ) -> None:
+        if condition not in CONDITIONS:
+            raise ValueError(f"condition must be one of {CONDITIONS}, got {condition!r}")
+        self.scene, self.physics = scene, physics
+        self.condition = condition
+        self.action_mode = action_mode
+        task, world = scene.task, scene.world
+        model = scene.model
+        self.n = physics.num_worlds
+        self._rows = np.arange(self.n)[:, None, None]
+        self.objects = task.all_objects
+        self.idx = CellIndex.build(model, len(self.objects), [o.name for o in self.objects])
+        self._ref_mat = quat_to_mat(self.idx.ref_quat)
+        ref_conj = self.idx.ref_quat * np.array([1.0, -1.0, -1.0, -1.0])
+        self._ref_conj = np.broadcast_to(ref_conj, (physics.num_worlds, 2, 4)).copy()
+        self.dt = 1.0 / task.control_hz
+        self.nsub = max(1, round(self.dt / model.opt.timestep))
+        self.max_steps = int(round(task.episode_s * task.control_hz))
+        self.motion = MotionGenerator(world.controller, self.n, self.dt)
+        novel = condition in ("novel_objects", "all_shifts")
+        pool = task.novel_objects if novel else task.objects
+        if novel and not pool:
+            raise ValueError(f"task {task.name} has no novel_objects for condition {condition}")
+        self.pool = np.array([self.objects.index(o) for o in pool])
+        self.bin_names = [b.name for b in task.bins]
+        self.assigned_bin = np.array(
+            [self.bin_names.index(task.bin_for(o).name) for o in self.objects]
+        )
+        self._bins = _BinGeometry.build(scene)
+        self._belt_top = world.layout.belt.pos[2]
+        self._half_period = world.layout.belt.texture_period / 2
+        self._belt_adr = np.array([self.idx.belt_qadr])
+        self._home_qpos, self._home_ctrl, self._home_tcp = self._home_state()
+        s = task.spawn.count
+        self.chosen = np.zeros((self.n, s), dtype=int)
+        self.spawn_time = task.spawn.first_at_s + task.spawn.interval_s * np.arange(s)
+        self.spawn_xy = np.zeros((self.n, s, 2))
+        self.spawn_yaw = np.zeros((self.n, s))
+        self.spawned = np.zeros((self.n, s), dtype=bool)
+        self.status = np.zeros((self.n, s), dtype=int)
+        self.belt_speed = np.zeros(self.n)
+        self.steps = np.zeros(self.n, dtype=int)
+        self.ctrl = np.tile(self._home_ctrl, (self.n, 1))
+
+    # ----------------------------------------------------------------- episodes
+    def _home_state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """qpos, ctrl and TCP command (pos, rotvec per arm, (2, 6)) of the home posture."""
+        model, world = self.scene.model, self.scene.world
+        data = mujoco.MjData(model)
+        for i, obj in enumerate(self.objects):
+            adr = self.idx.obj_qadr[i]
+            data.qpos[adr : adr + 3] = storage_pos(i) + [0.0, 0.0, obj.rest_height]
+            data.qpos[adr + 3 : adr + 7] = [1.0, 0.0, 0.0, 0.0]
+        data.qpos[self.idx.arm_qadr] = world.controller.home
+        mujoco.mj_kinematics(model, data)
+        tcp = self._tcp_in_ref(
+            data.site_xpos[self.idx.tcp_sites][None],
+            data.site_xmat[self.idx.tcp_sites].reshape(1, 2, 3, 3),
+        )[0]
+        ctrl = np.zeros(model.nu)
+        ctrl[self.idx.cart_ctrl] = tcp
+        ctrl[self.idx.joint_ctrl] = world.controller.home
+        return data.qpos.copy(), ctrl, tcp
+
+    def reset(self, worlds: np.ndarray, rngs: list[np.random.Generator]) -> None:
+        """Start new episodes in ``worlds`` (indices), each drawn from its own generator."""
+        task = self.scene.task
+        belt = task.belt
+        fast = self.condition in ("fast_belt", "all_shifts")
+        for w, rng in zip(worlds, rngs, strict=True):
+            self.belt_speed[w] = belt.fast_speed if fast else rng.uniform(*belt.speed_range)
+            self.chosen[w] = rng.choice(
+                self.pool, size=len(self.spawn_time), replace=len(self.pool) < len(self.spawn_time)
+            )
+            self.spawn_xy[w, :, 0] = task.spawn.upstream_offset
+            self.spawn_xy[w, :, 1] = rng.uniform(-1, 1, len(self.spawn_time)) * (
+                task.spawn.lateral_jitter
+            )
+            self.spawn_yaw[w] = (
+                rng.uniform(-np.pi, np.pi, len(self.spawn_time)) if task.spawn.random_yaw else 0.0
+            )
+        k = len(worlds)
+        self.spawned[worlds] = False
+        self.status[worlds] = PENDING
+        self.steps[worlds] = 0
+        self.ctrl[worlds] = self._home_ctrl
+        self.ctrl[worlds, self.idx.belt_ctrl] = self.belt_speed[worlds]
+        qpos = np.tile(self._home_qpos, (k, 1))
+        qvel = np.zeros((k, self.scene.model.nv))
+        self.physics.reset(qpos, qvel, self.ctrl[worlds], worlds)
+        self.motion.reset(worlds, np.broadcast_to(self._home_tcp, (k, 2, 6)))
+        self._spawn_due(worlds)
+
+    # ----------------------------------------------------------------- stepping
+    def step(self, action: np.ndarray) -> None:
+        """Apply one control-rate action (N, 54) to every world and advance the physics."""
+        a = np.asarray(action, dtype=float).reshape(self.n, 2, ACTION_PER_ARM)
+        hand = np.clip(
+            a[..., -HAND_DOF:],
+            robots.WUJI_HAND_JOINT_RANGES[:, 0],
+            robots.WUJI_HAND_JOINT_RANGES[:, 1],
+        )
+        self.ctrl[:, self.idx.hand_ctrl] = hand
+        if self.action_mode == "tcp":
+            quat = a[..., 3:7]
+            norm = np.linalg.norm(quat, axis=-1, keepdims=True)
+            if np.any(norm < 1e-6):
+                raise ValueError("action: a TCP quaternion (w, x, y, z) has zero norm")
+            pos, rot = self._world_to_ref(a[..., :3], quat / norm)
+            target = np.concatenate([pos, quat_to_rotvec(rot)], axis=-1)
+            self.ctrl[:, self.idx.cart_ctrl] = self.motion.step(target)
+        else:
+            lo, hi = robots.RIZON4S_JOINT_RANGES[:, 0], robots.RIZON4S_JOINT_RANGES[:, 1]
+            prev = self.ctrl[:, self.idx.joint_ctrl]
+            dq = np.clip(
+                np.clip(a[..., :ARM_DOF], lo, hi) - prev,
+                -robots.RIZON4S_VEL_LIMITS * self.dt,
+                robots.RIZON4S_VEL_LIMITS * self.dt,
+            )
+            self.ctrl[:, self.idx.joint_ctrl] = prev + dq
+        self.physics.step(self.ctrl, self.nsub)
+        self.steps += 1
+        self._wrap_belt()
+        self._spawn_due(np.arange(self.n))
+        self._judge()
+
+    @property
+    def time(self) -> np.ndarray:
+        return self.steps * self.dt
+
+    def _world_to_ref(self, pos: np.ndarray, quat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """World TCP targets (N, 2, 3) / (N, 2, 4 wxyz) -> reference-frame pos and quat."""
+        # Row vector times R is R^T applied to the vector.
+        local = ((pos - self.idx.ref_pos)[..., None, :] @ self._ref_mat)[..., 0, :]
+        conj = self._ref_conj if quat.shape == self._ref_conj.shape else self._ref_conj[:1]
+        return local, quat_mul(conj, quat)
+
+    def _tcp_in_ref(self, pos: np.ndarray, mat: np.ndarray) -> np.ndarray:
+        """World TCP poses (N, 2, 3) + (N, 2, 3, 3) -> (N, 2, 6) pos + rotvec in ref frames."""
+        local_p, local_q = self._world_to_ref(pos, mat_to_quat(mat))
+        return np.concatenate([local_p, quat_to_rotvec(local_q)], axis=-1)
+
+    def _wrap_belt(self) -> None:
+        qpos, _ = self.physics.state()
+        q = qpos[:, self.idx.belt_qadr]
+        over = np.abs(q) > self._half_period
+        if over.any():
+            worlds = np.flatnonzero(over)
+            shift = np.sign(q[worlds]) * (2 * self._half_period)
+            self.physics.write_qpos(worlds, self._belt_adr, (q[worlds] - shift)[:, None])
+
+    def _spawn_due(self, worlds: np.ndarray) -> None:
+        """Place objects whose spawn time has come at the belt's upstream end."""
+        if self.spawned.all():
+            return
+        due = (~self.spawned[worlds]) & (self.time[worlds, None] + 1e-9 >= self.spawn_time)
+        for wi, slot in zip(*np.nonzero(due), strict=True):
+            w = worlds[wi]
+            obj = self.chosen[w, slot]
+            pos, quat, vel = self._spawn_pose(w, slot)
+            adr = self.idx.obj_qadr[obj] + np.arange(7)
+            vadr = self.idx.obj_vadr[obj] + np.arange(6)
+            self.physics.write_qpos(
+                np.array([w]), adr, np.concatenate([pos, quat])[None], vadr, vel[None]
+            )
+            self.spawned[w, slot] = True
+
+    def _spawn_pose(self, w: int, slot: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        belt = self.scene.world.layout.belt
+        obj = self.objects[self.chosen[w, slot]]
+        heading = Rotation.from_euler("z", belt.yaw_deg, degrees=True)
+        along, across = self.spawn_xy[w, slot]
+        local = np.array([-belt.length / 2 + along, across, obj.rest_height + 0.002])
+        pos = np.asarray(belt.pos) + heading.apply(local)
+        rot = heading * Rotation.from_euler("z", self.spawn_yaw[w, slot])
+        vel = np.zeros(6)
+        vel[:3] = heading.apply([self.belt_speed[w], 0.0, 0.0])
+        return pos, rot.as_quat(scalar_first=True), vel
+
+    # ----------------------------------------------------------------- judging
+    def object_states(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Chosen objects' pos (N, S, 3), quat (N, S, 4) and linear velocity (N, S, 3)."""
+        qpos, qvel = self.physics.state()
+        adr = self.idx.obj_qadr[self.chosen][..., None]
+        vadr = self.idx.obj_vadr[self.chosen][..., None]
+        rows = self._rows
+        return qpos[rows, adr + _XYZ], qpos[rows, adr + _QUAT], qvel[rows, vadr + _XYZ]
+
+    def _judge(self) -> None:
+        active = self.spawned & (self.status == PENDING)
+        if not active.any():
+            return
+        pos, _, vel = self.object_states()
+        success = self.scene.task.success
+        at_rest = (vel * vel).sum(-1) < success.settle_speed**2
+        low = pos[..., 2] < self._belt_top - success.drop_depth
+        # Only a resting object can be sorted and only a low one dropped; skip the bin test
+        # (the costly part) while every object is moving and above the drop line.
+        if not (active & (at_rest | low)).any():
+            return
+        in_bin = self._bins.which(pos)  # (N, S), -1 for none
+        assigned = self.assigned_bin[self.chosen]
+        new = np.where(
+            at_rest & (in_bin >= 0), np.where(in_bin == assigned, SORTED, WRONG_BIN), PENDING
+        )
+        new = np.where(low & (in_bin < 0), DROPPED, new)
+        self.status = np.where(active, new, self.status)
+
+    @property
+    def terminated(self) -> np.ndarray:
+        return self.spawned.all(axis=1) & (self.status != PENDING).all(axis=1)
+
+    @property
+    def truncated(self) -> np.ndarray:
+        return self.steps >= self.max_steps
+
+    @property
+    def success(self) -> np.ndarray:
+        return (self.status == SORTED).all(axis=1)
+
+    def instruction(self, w: int) -> str:
+        task = self.scene.task
+        if len(self.spawn_time) > 1:
+            return "Sort every object on the belt into its bin."
+        obj = self.objects[self.chosen[w, 0]]
+        return task.instruction.format(
+            object=obj.name.replace("_", " "), bin=task.bin_for(obj).name
+        )
+
+
+# The inside of a bin reaches a little above its walls (objects resting on top of others).
+_BIN_SLACK = np.array([1.0, 1.0, 1.5])
+
+
+@dataclass(frozen=True)
+class _BinGeometry:
+    centre: np.ndarray  # (B, 3) bin floor centre
+    inv_rot: np.ndarray  # (B, 3, 3) world -> bin
+    half: np.ndarray  # (B, 3) half extents of the inside volume (z: wall height)
+
+    @classmethod
+    def build(cls, scene: Scene) -> _BinGeometry:
+        layout = scene.world.layout
+        centres, rots, halves = [], [], []
+        for b in scene.task.bins:
+            pose = layout.bins[b.name]
+            centres.append(pose.pos)
+            rots.append(Rotation.from_euler("z", pose.yaw_deg, degrees=True).inv().as_matrix())
+            halves.append([*b.half_size, b.wall_height])
+        return cls(np.array(centres), np.array(rots), np.array(halves))
+
+    def which(self, pos: np.ndarray) -> np.ndarray:
+        """Index of the bin each point (..., 3) is inside, or -1."""
+        rel = pos[..., None, :] - self.centre  # (..., B, 3)
+        local = (rel[..., None, :] @ self.inv_rot.swapaxes(-1, -2))[..., 0, :]
+        inside = (np.abs(local) < self.half * _BIN_SLACK).all(-1) & (local[..., 2] > 0)
+        return np.where(inside.any(-1), inside.argmax(-1), -1)

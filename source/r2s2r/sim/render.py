@@ -1,0 +1,145 @@
+"""Render the cell's three cameras as the WorldSpec describes them.
+
+An ideal pinhole camera is rendered directly at the observation size, with MuJoCo's camera
+intrinsics set from the (scaled) calibration. A fisheye or distorted camera is rendered as a
+wide pinhole view and remapped through its Kannala–Brandt / OpenCV model (``camera.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cv2
+import mujoco
+import numpy as np
+
+from r2s2r.sim.camera import FisheyeRemap, Intrinsics, WideRender, plan_wide_render
+from r2s2r.spec.world import CAMERA_NAMES, CameraSpec, WorldSpec
+
+# Sensor size scale for MuJoCo's intrinsic camera mode: one pixel is this many length units.
+_PIXEL = 1e-3
+
+
+def camera_intrinsics(cam: CameraSpec, size: tuple[int, int]) -> Intrinsics:
+    """The camera's calibration scaled to an output ``size`` (width, height)."""
+    native = Intrinsics(
+        cam.model, cam.width, cam.height, cam.fx, cam.fy, cam.cx, cam.cy, tuple(cam.dist)
+    )
+    return native.scaled(*size)
+
+
+@dataclass
+class CameraPlan:
+    """How one camera is rendered: directly, or wide and remapped."""
+
+    name: str
+    cam_id: int
+    render_size: tuple[int, int]  # (width, height) of the MuJoCo render
+    remap: FisheyeRemap | None
+    exposure: float
+
+
+def set_pinhole_intrinsics(model: mujoco.MjModel, cam_id: int, intr: Intrinsics) -> None:
+    """Make MuJoCo render camera ``cam_id`` with an ideal pinhole ``intr`` (any fx, fy, cx, cy).
+
+    MuJoCo takes intrinsics in length units on a sensor; its principal offset is measured from
+    the sensor centre with the opposite sign of OpenCV's pixel coordinates.
+    """
+    w, h = intr.width, intr.height
+    model.cam_resolution[cam_id] = [w, h]
+    model.cam_sensorsize[cam_id] = [w * _PIXEL, h * _PIXEL]
+    model.cam_intrinsic[cam_id] = [
+        intr.fx * _PIXEL,
+        intr.fy * _PIXEL,
+        (w / 2 - intr.cx - 0.5) * _PIXEL,
+        (h / 2 - intr.cy - 0.5) * _PIXEL,
+    ]
+
+
+def set_wide_fov(model: mujoco.MjModel, cam_id: int, wide: WideRender) -> None:
+    """Make MuJoCo render camera ``cam_id`` as the centred square-pixel ``wide`` view."""
+    model.cam_sensorsize[cam_id] = [0.0, 0.0]
+    model.cam_fovy[cam_id] = wide.fovy_deg
+
+
+def plan_cameras(model: mujoco.MjModel, world: WorldSpec) -> list[CameraPlan]:
+    """Configure ``model``'s cameras for ``world`` and return how to render each one."""
+    size = world.render.obs_size
+    plans = []
+    for name in CAMERA_NAMES:
+        cam = world.cameras[name]
+        cam_id = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_CAMERA, name)
+        intr = camera_intrinsics(cam, size)
+        if intr.is_ideal_pinhole:
+            set_pinhole_intrinsics(model, cam_id, intr)
+            plans.append(CameraPlan(name, cam_id, size, None, cam.exposure))
+        else:
+            wide = plan_wide_render(
+                intr,
+                max_fov_deg=world.render.fisheye_max_fov_deg,
+                max_size=min(model.vis.global_.offwidth, model.vis.global_.offheight),
+            )
+            set_wide_fov(model, cam_id, wide)
+            plans.append(
+                CameraPlan(
+                    name, cam_id, (wide.width, wide.height), FisheyeRemap(intr, wide), cam.exposure
+                )
+            )
+    return plans
+
+
+class SceneRenderer:
+    """Renders RGB views (and head depth) of an ``MjData`` the way the WorldSpec says."""
+
+    def __init__(self, model: mujoco.MjModel, world: WorldSpec, depth: bool = False) -> None:
+        self.model = model
+        self.plans = plan_cameras(model, world)
+        self._renderers: dict[tuple[int, int], mujoco.Renderer] = {}
+        for plan in self.plans:
+            w, h = plan.render_size
+            if (w, h) not in self._renderers:
+                self._renderers[(w, h)] = mujoco.Renderer(model, height=h, width=w)
+        self._depth: mujoco.Renderer | None = None
+        self._depth_plan = self.plans[CAMERA_NAMES.index("head")]
+        if depth:
+            w, h = self._depth_plan.render_size
+            self._depth = mujoco.Renderer(model, height=h, width=w)
+            self._depth.enable_depth_rendering()
+        self.remap_seconds = 0.0  # Time spent in fisheye remapping, for the benchmark.
+
+    def render_raw(self, data: mujoco.MjData, plan: CameraPlan) -> np.ndarray:
+        """The MuJoCo render of one camera, before any remap."""
+        renderer = self._renderers[plan.render_size]
+        renderer.update_scene(data, camera=plan.cam_id)
+        return renderer.render()
+
+    def render(self, data: mujoco.MjData) -> dict[str, np.ndarray]:
+        """RGB views {camera name: (H, W, 3) uint8} at the observation size."""
+        out = {}
+        for plan in self.plans:
+            img = self.render_raw(data, plan)
+            if plan.remap is not None:
+                img = plan.remap(img)
+            if plan.exposure != 1.0:
+                img = cv2.convertScaleAbs(img, alpha=plan.exposure)
+            out[plan.name] = img
+        return out
+
+    def render_depth(self, data: mujoco.MjData) -> np.ndarray:
+        """Head depth (H, W) float32 in metres along the optical axis."""
+        if self._depth is None:
+            raise RuntimeError("depth rendering was not requested (pass depth=True)")
+        plan = self._depth_plan
+        self._depth.update_scene(data, camera=plan.cam_id)
+        depth = self._depth.render().astype(np.float32)
+        if plan.remap is not None:
+            depth = plan.remap.remap_depth(depth)
+        return depth
+
+    def close(self) -> None:
+        for r in self._renderers.values():
+            r.close()
+        if self._depth is not None:
+            self._depth.close()
+        self._renderers.clear()
+        self._depth = None

@@ -1,0 +1,320 @@
+"""Build the pick-and-sort cell with ``mujoco.MjSpec`` from a TaskSpec and a WorldSpec.
+
+Actuator groups: 0 belt, 1 Cartesian (TCP) controller, 2 joint-position controller, 3 hands.
+Only one of groups 1 and 2 is enabled at a time (``MjOption.disableactuator``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import mujoco
+import numpy as np
+from scipy.spatial.transform import Rotation
+
+from r2s2r.sim import robots
+from r2s2r.sim.camera import MJ_FROM_CV
+from r2s2r.spec import TaskSpec, WorldSpec
+from r2s2r.spec.task import ObjectSpec
+from r2s2r.spec.world import ARM_SIDES
+
+GROUP_BELT, GROUP_CARTESIAN, GROUP_JOINT, GROUP_HAND = 0, 1, 2, 3
+CART_AXES = ("x", "y", "z", "rx", "ry", "rz")
+# Orientation of the TCP reference frame in each arm's base frame: palm down, fingers forward.
+# Cartesian rotation commands are rotation vectors relative to it, so they stay far from the
+# +-pi wrap for the poses the task needs.
+TCP_REF_IN_BASE = Rotation.from_euler("y", 180, degrees=True)
+STORAGE_ORIGIN = np.array([3.0, 3.0, 0.0])
+
+
+@dataclass(frozen=True)
+class Scene:
+    """A compiled cell and the specs it was built from."""
+
+    model: mujoco.MjModel
+    task: TaskSpec
+    world: WorldSpec
+
+    def name2id(self, kind: mujoco.mjtObj, name: str) -> int:
+        i = mujoco.mj_name2id(self.model, kind, name)
+        if i < 0:
+            raise KeyError(f"no {kind.name} named {name!r} in the scene")
+        return i
+
+
+def quat_wxyz(rot: Rotation) -> list[float]:
+    return list(rot.as_quat(scalar_first=True))
+
+
+def yaw_quat(yaw_deg: float) -> list[float]:
+    return quat_wxyz(Rotation.from_euler("z", yaw_deg, degrees=True))
+
+
+def storage_pos(index: int) -> np.ndarray:
+    """Where unused object ``index`` waits, resting on the floor far from the cell."""
+    return STORAGE_ORIGIN + np.array([0.3 * index, 0.0, 0.0])
+
+
+def build_spec(task: TaskSpec, world: WorldSpec) -> mujoco.MjSpec:
+    """The cell as an editable ``MjSpec`` (compile it with ``spec.compile()``)."""
+    spec = mujoco.MjSpec()
+    spec.modelname = f"r2s2r_{task.name}_{world.name}"
+    spec.compiler.degree = False
+    spec.option.timestep = world.timestep
+    spec.option.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
+    spec.option.cone = mujoco.mjtCone.mjCONE_ELLIPTIC
+    spec.option.impratio = 5.0
+    _visual(spec, world)
+    _static_cell(spec, task, world)
+    _belt(spec, world)
+    for side in ARM_SIDES:
+        _arm_and_hand(spec, world, side)
+    _cameras(spec, world)
+    for i, obj in enumerate(task.all_objects):
+        _object(spec, obj, i)
+    return spec
+
+
+def build_scene(task: TaskSpec, world: WorldSpec) -> Scene:
+    """Compile the cell."""
+    spec = build_spec(task, world)
+    model = spec.compile()
+    model.opt.disableactuator = 1 << GROUP_JOINT
+    return Scene(model=model, task=task, world=world)
+
+
+def _visual(spec: mujoco.MjSpec, world: WorldSpec) -> None:
+    vis = spec.visual
+    # Shadows and multisampling dominate software-rasterizer cost; they stay off unless asked.
+    vis.quality.shadowsize = 2048 if world.render.shadows else 0
+    vis.quality.offsamples = world.render.offsamples
+    vis.global_.offwidth = 1280
+    vis.global_.offheight = 1280
+    light = world.lighting
+    vis.headlight.ambient = [light.ambient] * 3
+    vis.headlight.diffuse = [0.2, 0.2, 0.2]
+    vis.headlight.specular = [0.0, 0.0, 0.0]
+    vis.map.znear = 0.005
+
+
+def _static_cell(spec: mujoco.MjSpec, task: TaskSpec, world: WorldSpec) -> None:
+    wb = spec.worldbody
+    grid = spec.add_texture(
+        name="floor_tex",
+        type=mujoco.mjtTexture.mjTEXTURE_2D,
+        builtin=mujoco.mjtBuiltin.mjBUILTIN_CHECKER,
+        width=128,
+        height=128,
+        rgb1=[0.32, 0.33, 0.35],
+        rgb2=[0.28, 0.29, 0.31],
+    )
+    floor_mat = spec.add_material(name="floor_mat", texrepeat=[4, 4], texuniform=True)
+    floor_mat.textures[mujoco.mjtTextureRole.mjTEXROLE_RGB] = grid.name
+    wb.add_geom(
+        name="floor", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[6, 6, 0.1], material="floor_mat"
+    )
+    th = world.layout.table_height
+    wb.add_geom(
+        name="table",
+        type=mujoco.mjtGeom.mjGEOM_BOX,
+        size=[1.1, 0.4, th / 2],
+        pos=[0.0, -0.57, th / 2],
+        rgba=[0.55, 0.5, 0.45, 1.0],
+    )
+    light = world.lighting
+    direction = np.asarray(light.direction, float)
+    direction /= np.linalg.norm(direction)
+    wb.add_light(
+        name="key",
+        type=mujoco.mjtLightType.mjLIGHT_DIRECTIONAL,
+        pos=[0.0, 0.0, 3.0],
+        dir=list(direction),
+        diffuse=[c * light.intensity for c in light.rgb],
+        specular=[0.1, 0.1, 0.1],
+        castshadow=world.render.shadows,
+    )
+    for b in task.bins:
+        if b.name not in world.layout.bins:
+            raise ValueError(f"world {world.name}: layout.bins has no pose for bin {b.name!r}")
+        pose = world.layout.bins[b.name]
+        body = wb.add_body(name=f"bin:{b.name}", pos=list(pose.pos), quat=yaw_quat(pose.yaw_deg))
+        hx, hy = b.half_size
+        wall, h = 0.01, b.wall_height
+        body.add_site(name=f"bin:{b.name}", pos=[0, 0, h / 2], size=[0.01, 0.01, 0.01])
+        body.add_geom(
+            type=mujoco.mjtGeom.mjGEOM_BOX,
+            size=[hx + wall, hy + wall, wall / 2],
+            pos=[0, 0, wall / 2],
+            rgba=list(b.rgba),
+        )
+        for sx, sy in ((1, 0), (-1, 0), (0, 1), (0, -1)):
+            size = [wall / 2, hy + wall, h / 2] if sx else [hx + wall, wall / 2, h / 2]
+            pos = [sx * (hx + wall / 2), sy * (hy + wall / 2), h / 2]
+            body.add_geom(type=mujoco.mjtGeom.mjGEOM_BOX, size=size, pos=pos, rgba=list(b.rgba))
+
+
+def _belt(spec: mujoco.MjSpec, world: WorldSpec) -> None:
+    """A moving belt: a slab on a slide joint, driven by a velocity actuator.
+
+    The slab is one texture period longer than the visible belt at each end; the env shifts
+    it back by a whole period when it has travelled that far, which changes neither what
+    rests on it nor how it looks.
+    """
+    belt = world.layout.belt
+    frame = spec.worldbody.add_body(
+        name="belt_frame", pos=list(belt.pos), quat=yaw_quat(belt.yaw_deg)
+    )
+    # The stand under the belt, not touching anything.
+    stand_h = belt.pos[2] - belt.thickness
+    frame.add_geom(
+        name="belt_stand",
+        type=mujoco.mjtGeom.mjGEOM_BOX,
+        size=[belt.length / 2, belt.width / 2 - 0.01, stand_h / 2],
+        pos=[0, 0, -belt.thickness - stand_h / 2],
+        rgba=[0.2, 0.2, 0.22, 1],
+        contype=0,
+        conaffinity=0,
+    )
+    tex = spec.add_texture(
+        name="belt_tex",
+        type=mujoco.mjtTexture.mjTEXTURE_2D,
+        builtin=mujoco.mjtBuiltin.mjBUILTIN_CHECKER,
+        width=64,
+        height=64,
+        rgb1=[0.12, 0.12, 0.13],
+        rgb2=[0.2, 0.2, 0.21],
+    )
+    mat = spec.add_material(
+        name="belt_mat", texuniform=True, texrepeat=[1.0 / belt.texture_period] * 2
+    )
+    mat.textures[mujoco.mjtTextureRole.mjTEXROLE_RGB] = tex.name
+    slab = frame.add_body(name="belt", pos=[0, 0, -belt.thickness / 2])
+    slab.add_joint(
+        name="belt",
+        type=mujoco.mjtJoint.mjJNT_SLIDE,
+        axis=[1, 0, 0],
+        range=[-belt.texture_period, belt.texture_period],
+        limited=mujoco.mjtLimited.mjLIMITED_FALSE,
+    )
+    slab.add_geom(
+        name="belt",
+        type=mujoco.mjtGeom.mjGEOM_BOX,
+        size=[belt.length / 2 + belt.texture_period, belt.width / 2, belt.thickness / 2],
+        material="belt_mat",
+        friction=[1.2, 0.01, 0.001],
+        mass=4.0,
+    )
+    frame.add_site(name="belt_upstream", pos=[-belt.length / 2, 0, 0])
+    act = spec.add_actuator(
+        name="belt", target="belt", trntype=mujoco.mjtTrn.mjTRN_JOINT, group=GROUP_BELT
+    )
+    act.set_to_velocity(kv=400.0)
+    act.ctrlrange = [-1.0, 1.0]
+    act.ctrllimited = mujoco.mjtLimited.mjLIMITED_TRUE
+
+
+def _arm_and_hand(spec: mujoco.MjSpec, world: WorldSpec, side: str) -> None:
+    base = world.layout.robots[side]  # type: ignore[index]
+    ctl = world.controller
+    if world.assets.arm_mjcf or world.assets.hand_mjcf:
+        raise NotImplementedError(
+            f"world {world.name}: assets.arm_mjcf / assets.hand_mjcf are not supported yet; "
+            "remove them to use the models authored by r2s2r"
+        )
+    arm = robots.add_rizon4s(
+        spec.worldbody,
+        f"{side}_",
+        base.pos,
+        base.quat,
+        armature=ctl.joint_armature,
+        damping=ctl.joint_damping,
+    )
+    for name, q0 in zip(arm.joints, ctl.home, strict=True):
+        j = spec.joint(name)
+        j.stiffness = [ctl.null_stiffness, 0.0, 0.0]
+        j.springref = q0
+    flange = spec.body(arm.flange)
+    hand = robots.add_wuji_hand(flange, f"{side}_hand_", side=side)
+    h = world.hand
+    robots.add_hand_actuators(
+        spec,
+        hand,
+        kp=_vec(h.kp),
+        kv=_vec(h.kv),
+        force_range=_vec(h.force_limit),
+        armature=_vec(h.armature),
+        damping=_vec(h.damping),
+    )
+    # The Cartesian controller: six position actuators on the TCP site, measured against a
+    # world-fixed reference site at the arm base (orientation TCP_REF_IN_BASE).
+    ref_rot = Rotation.from_quat(base.quat, scalar_first=True) * TCP_REF_IN_BASE
+    spec.worldbody.add_site(
+        name=f"{side}_ref", pos=list(base.pos), quat=quat_wxyz(ref_rot), size=[0.005] * 3
+    )
+    wn_pos = math.sqrt(ctl.kp_pos / ctl.tcp_mass)
+    wn_rot = math.sqrt(ctl.kp_rot / ctl.tcp_inertia)
+    nsample = max(2, math.ceil(ctl.delay_s / world.timestep) + 2)
+    for k, axis in enumerate(CART_AXES):
+        gear = [0.0] * 6
+        gear[k] = 1.0
+        kp = ctl.kp_pos if k < 3 else ctl.kp_rot
+        kv = 2 * ctl.damping_ratio * (ctl.tcp_mass * wn_pos if k < 3 else ctl.tcp_inertia * wn_rot)
+        act = spec.add_actuator(
+            name=f"{side}_tcp_{axis}",
+            target=arm.tcp_site,
+            trntype=mujoco.mjtTrn.mjTRN_SITE,
+            refsite=f"{side}_ref",
+            gear=gear,
+            group=GROUP_CARTESIAN,
+        )
+        act.set_to_position(kp=kp, kv=kv)
+        if ctl.delay_s > 0:
+            act.delay = ctl.delay_s
+            act.nsample = nsample
+            act.interp = 1
+    for name, (lo, hi) in zip(arm.joints, robots.RIZON4S_JOINT_RANGES, strict=True):
+        act = spec.add_actuator(
+            name=f"{name}_pos", target=name, trntype=mujoco.mjtTrn.mjTRN_JOINT, group=GROUP_JOINT
+        )
+        act.set_to_position(kp=ctl.joint_kp, kv=ctl.joint_kv)
+        act.ctrlrange = [lo, hi]
+        act.ctrllimited = mujoco.mjtLimited.mjLIMITED_TRUE
+
+
+def _vec(values: tuple[float, ...]) -> float | list[float]:
+    return values[0] if len(values) == 1 else list(values)
+
+
+def _cameras(spec: mujoco.MjSpec, world: WorldSpec) -> None:
+    for name, cam in world.cameras.items():
+        parent = spec.worldbody if cam.mount == "world" else spec.body(cam.mount)
+        rot_cv = Rotation.from_quat(cam.pose.quat, scalar_first=True).as_matrix()
+        rot_mj = Rotation.from_matrix(rot_cv @ MJ_FROM_CV)
+        parent.add_camera(name=name, pos=list(cam.pose.pos), quat=quat_wxyz(rot_mj), fovy=60.0)
+
+
+def _object(spec: mujoco.MjSpec, obj: ObjectSpec, index: int) -> None:
+    pos = storage_pos(index) + np.array([0.0, 0.0, obj.rest_height])
+    body = spec.worldbody.add_body(name=f"obj:{obj.name}", pos=list(pos))
+    body.add_freejoint(name=f"obj:{obj.name}")
+    shape = getattr(mujoco.mjtGeom, f"mjGEOM_{obj.shape.upper()}")
+    size = list(obj.size) + [0.0] * (3 - len(obj.size))
+    # Rolling friction keeps round objects from rolling forever on the belt.
+    body.add_geom(
+        name=f"obj:{obj.name}",
+        type=shape,
+        size=size,
+        mass=obj.mass,
+        rgba=list(obj.rgba),
+        condim=6,
+        friction=[obj.friction, 0.005, 0.0005],
+    )
+
+
+def load_mjcf_path(path: str) -> Path:
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"MJCF file {p} does not exist")
+    return p

@@ -1,0 +1,158 @@
+"""TaskSpec: what the pick-and-sort task is (objects, bins, belt, schedule, success)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from r2s2r.spec.base import Spec
+
+Pos = Annotated[float, Field(gt=0)]
+NonNeg = Annotated[float, Field(ge=0)]
+Unit = Annotated[float, Field(ge=0, le=1)]
+Shape = Literal["box", "cylinder", "sphere", "capsule", "ellipsoid"]
+# Number of size parameters MuJoCo takes for each primitive (half-sizes / radius / half-length).
+SHAPE_SIZES: dict[str, int] = {"box": 3, "cylinder": 2, "sphere": 1, "capsule": 2, "ellipsoid": 3}
+
+
+class ObjectSpec(Spec):
+    """One graspable object: a primitive shape with mass, colour and a sorting category."""
+
+    name: str
+    shape: Shape
+    # MuJoCo size parameters in metres (half-extents, radius, half-length).
+    size: tuple[Pos, ...]
+    mass: Pos
+    rgba: tuple[Unit, Unit, Unit, Unit]
+    category: str
+    friction: Pos = 1.0
+
+    @model_validator(mode="after")
+    def _check_size(self) -> ObjectSpec:
+        want = SHAPE_SIZES[self.shape]
+        if len(self.size) != want:
+            raise ValueError(f"size: a {self.shape} takes {want} size values, got {len(self.size)}")
+        return self
+
+    @property
+    def rest_height(self) -> float:
+        """Half-height of the object resting upright on a flat surface."""
+        if self.shape in ("box", "ellipsoid"):
+            return self.size[2]
+        if self.shape == "sphere":
+            return self.size[0]
+        if self.shape == "cylinder":
+            return self.size[1]
+        return self.size[0] + self.size[1]  # Capsule standing on its end.
+
+
+class BinSpec(Spec):
+    """An open bin; it accepts the listed object categories."""
+
+    name: str
+    categories: tuple[str, ...] = Field(min_length=1)
+    # Inner half-extents (x, y) and wall height in metres.
+    half_size: tuple[Pos, Pos]
+    wall_height: Pos
+    rgba: tuple[Unit, Unit, Unit, Unit] = (0.25, 0.3, 0.35, 1.0)
+
+
+class BeltSpec(Spec):
+    """Belt speed: drawn uniformly from ``speed_range`` per episode; ``fast_speed`` when shifted."""
+
+    speed_range: tuple[Pos, Pos]
+    fast_speed: Pos
+
+    @model_validator(mode="after")
+    def _check(self) -> BeltSpec:
+        lo, hi = self.speed_range
+        if lo > hi:
+            raise ValueError(f"speed_range: min {lo} is above max {hi}")
+        if self.fast_speed <= hi:
+            raise ValueError(f"fast_speed: {self.fast_speed} must exceed the nominal max {hi}")
+        return self
+
+
+class SpawnSpec(Spec):
+    """When and where objects appear at the upstream end of the belt."""
+
+    count: Annotated[int, Field(ge=1)] = 1
+    first_at_s: NonNeg = 0.0
+    interval_s: Pos = 4.0
+    # Distance from the upstream end of the belt to the spawn point, metres.
+    upstream_offset: NonNeg = 0.1
+    lateral_jitter: NonNeg = 0.05
+    random_yaw: bool = True
+
+
+class SuccessSpec(Spec):
+    """An object is sorted when it rests (speed below ``settle_speed``) inside its bin."""
+
+    settle_speed: Pos = 0.03
+    # An object this far below the belt top, outside every bin, has been dropped.
+    drop_depth: Pos = 0.15
+
+
+class ShiftSpec(Spec):
+    """The shifted evaluation conditions."""
+
+    red_light_rgb: tuple[Unit, Unit, Unit] = (1.0, 0.25, 0.2)
+
+
+class TaskSpec(Spec):
+    """The pick-and-sort task."""
+
+    name: str
+    instruction: str = "Pick the {object} off the belt and put it in the {bin}."
+    objects: tuple[ObjectSpec, ...] = Field(min_length=1)
+    # Objects that only the novel-objects shift uses.
+    novel_objects: tuple[ObjectSpec, ...] = ()
+    bins: tuple[BinSpec, ...] = Field(min_length=1)
+    belt: BeltSpec
+    spawn: SpawnSpec = SpawnSpec()
+    episode_s: Pos = 12.0
+    control_hz: Pos = 50.0
+    success: SuccessSpec = SuccessSpec()
+    shifts: ShiftSpec = ShiftSpec()
+
+    @model_validator(mode="after")
+    def _check_sorting_rule(self) -> TaskSpec:
+        names = [o.name for o in self.all_objects]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ValueError(f"objects: duplicate object names {sorted(dup)}")
+        owners: dict[str, str] = {}
+        for b in self.bins:
+            for c in b.categories:
+                if c in owners:
+                    raise ValueError(f"bins: category {c!r} is in both {owners[c]} and {b.name}")
+                owners[c] = b.name
+        for o in self.all_objects:
+            if o.category not in owners:
+                raise ValueError(
+                    f"objects: {o.name} has category {o.category!r}, which no bin accepts "
+                    f"(bins accept {sorted(owners)})"
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _check_settle(self) -> TaskSpec:
+        if self.belt.speed_range[0] <= self.success.settle_speed:
+            raise ValueError(
+                f"belt.speed_range: the slowest belt speed {self.belt.speed_range[0]} must exceed "
+                f"success.settle_speed {self.success.settle_speed}, or objects riding the belt "
+                "would count as resting"
+            )
+        return self
+
+    @property
+    def all_objects(self) -> tuple[ObjectSpec, ...]:
+        return self.objects + self.novel_objects
+
+    def bin_for(self, obj: ObjectSpec) -> BinSpec:
+        """The sorting rule: the bin whose categories include the object's category."""
+        for b in self.bins:
+            if obj.category in b.categories:
+                return b
+        raise KeyError(obj.category)

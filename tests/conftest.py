@@ -1,0 +1,30 @@
+"""Shared fixtures. Rendering is headless (EGL) in every test."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
+
+try:
+    import r2s2r  # noqa: F401
+except ImportError:  # Not installed: run from the source tree.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "source"))
+
+import pytest
+
+from r2s2r.spec import TaskSpec, WorldSpec
+from r2s2r.worlds import load_task, load_world
+
+
+@pytest.fixture(scope="session")
+def task() -> TaskSpec:
+    return load_task("pick_sort")
+
+
+@pytest.fixture(scope="session")
+def world() -> WorldSpec:
+    return load_world("nominal")

@@ -1,0 +1,185 @@
+"""Specs load from YAML, are immutable, and reject bad input with a precise message."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pydantic
+import pytest
+import yaml
+
+from r2s2r.sim.scene import build_scene
+from r2s2r.spec import SpecError, TaskSpec, WorldSpec
+from r2s2r.worlds import load_world
+
+CONFIG = Path(__file__).resolve().parents[1] / "config"
+
+
+def _write(tmp_path: Path, data: dict, name: str = "bad.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def _nominal_dict() -> dict:
+    return yaml.safe_load((CONFIG / "world" / "nominal.yaml").read_text())
+
+
+def test_presets_load(task: TaskSpec, world: WorldSpec) -> None:
+    assert len(task.objects) >= 6 and len(task.novel_objects) >= 3
+    shapes = {o.shape for o in task.objects}
+    assert len(shapes) >= 3
+    assert len({o.mass for o in task.objects}) >= 4
+    assert len({o.rgba for o in task.objects}) == len(task.objects)
+    assert world.cameras["left_wrist"].model == "fisheye"
+    assert world.cameras["head"].model == "pinhole"
+    # The sorting rule sends every object to exactly one bin.
+    for obj in task.all_objects:
+        assert obj.category in task.bin_for(obj).categories
+
+
+def test_specs_are_immutable(world: WorldSpec) -> None:
+    with pytest.raises(pydantic.ValidationError):
+        world.timestep = 0.001  # type: ignore[misc]
+    with pytest.raises(pydantic.ValidationError):
+        world.controller.kp_pos = 1.0  # type: ignore[misc]
+
+
+def test_roundtrip_save_load(tmp_path: Path, world: WorldSpec) -> None:
+    path = tmp_path / "w.yaml"
+    world.save(path)
+    assert WorldSpec.load(path) == world
+
+
+def test_unknown_key_names_file_and_key(tmp_path: Path) -> None:
+    data = _nominal_dict()
+    data["controller"]["kp_postion"] = 10.0
+    path = _write(tmp_path, data)
+    with pytest.raises(SpecError) as err:
+        WorldSpec.load(path)
+    msg = str(err.value)
+    assert str(path) in msg and "controller.kp_postion" in msg and "unknown key" in msg
+
+
+def test_negative_belt_speed_is_rejected(tmp_path: Path) -> None:
+    data = yaml.safe_load((CONFIG / "task" / "pick_sort.yaml").read_text())
+    data["belt"]["speed_range"] = [-0.1, 0.1]
+    path = _write(tmp_path, data)
+    with pytest.raises(SpecError) as err:
+        TaskSpec.load(path)
+    msg = str(err.value)
+    assert str(path) in msg and "belt.speed_range.0" in msg and "greater than 0" in msg
+
+
+@pytest.mark.parametrize(
+    ("camera_patch", "key", "reason"),
+    [
+        ({"dist": [0.1, 0.0]}, "cameras.left_wrist", "fisheye camera takes 4 coefficients"),
+        ({"fx": -229.0}, "cameras.left_wrist.fx", "greater than 0"),
+        ({"cx": 5000.0}, "cameras.left_wrist", "principal point"),
+        ({"model": "kannala"}, "cameras.left_wrist.model", "'pinhole' or 'fisheye'"),
+        ({"width": "wide"}, "cameras.left_wrist.width", "valid integer"),
+    ],
+)
+def test_malformed_camera_is_rejected(
+    tmp_path: Path, camera_patch: dict, key: str, reason: str
+) -> None:
+    data = _nominal_dict()
+    data["cameras"]["left_wrist"].update(camera_patch)
+    path = _write(tmp_path, data)
+    with pytest.raises(SpecError) as err:
+        WorldSpec.load(path)
+    msg = str(err.value)
+    assert str(path) in msg and key in msg and reason in msg, msg
+
+
+def test_missing_camera_and_bad_yaml(tmp_path: Path) -> None:
+    data = _nominal_dict()
+    del data["cameras"]["head"]
+    with pytest.raises(SpecError, match="missing \\['head'\\]"):
+        WorldSpec.load(_write(tmp_path, data))
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("cameras: [unclosed")
+    with pytest.raises(SpecError, match="not valid YAML"):
+        WorldSpec.load(broken)
+    with pytest.raises(SpecError, match="no such WorldSpec file"):
+        WorldSpec.load(tmp_path / "absent.yaml")
+
+
+def test_task_rules_are_validated(tmp_path: Path) -> None:
+    data = yaml.safe_load((CONFIG / "task" / "pick_sort.yaml").read_text())
+    data["objects"][0]["category"] = "squishy"
+    with pytest.raises(SpecError, match="which no bin accepts"):
+        TaskSpec.load(_write(tmp_path, data))
+    data = yaml.safe_load((CONFIG / "task" / "pick_sort.yaml").read_text())
+    data["objects"][0]["size"] = [0.03, 0.03]
+    with pytest.raises(SpecError, match="a box takes 3 size values"):
+        TaskSpec.load(_write(tmp_path, data))
+    data = yaml.safe_load((CONFIG / "task" / "pick_sort.yaml").read_text())
+    data["belt"]["fast_speed"] = 0.05
+    with pytest.raises(SpecError, match="must exceed the nominal max"):
+        TaskSpec.load(_write(tmp_path, data))
+
+
+def every_parameter_changed(world: WorldSpec) -> WorldSpec:
+    """A world with every numeric WorldSpec parameter moved off its nominal value."""
+
+    def bump(value: object, path: str) -> object:
+        if isinstance(value, bool):
+            return not value
+        if isinstance(value, int):
+            return value + 1
+        if isinstance(value, float):
+            return value * 0.95 + 0.001
+        if isinstance(value, dict):
+            return {k: bump(v, f"{path}.{k}") for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [bump(v, f"{path}.{i}") for i, v in enumerate(value)]
+        return value
+
+    data = world.model_dump(mode="json")
+    changed = bump(data, "")
+    assert isinstance(changed, dict)
+    # Keep what must stay valid: unit quaternions, integer sizes, the offscreen limits.
+    for cam, src in zip(changed["cameras"].values(), data["cameras"].values(), strict=True):
+        cam["pose"]["quat"] = src["pose"]["quat"]
+        cam["width"], cam["height"] = src["width"], src["height"]
+        cam["dist"] = (
+            [0.01, -0.002, 0.001, 0.0]
+            if src["model"] == "fisheye"
+            else [0.01, -0.002, 0.0, 0.0, 0.0]
+        )
+    for pose in changed["layout"]["robots"].values():
+        pose["quat"] = data["layout"]["robots"]["left"]["quat"]
+    changed["render"]["obs_size"] = [128, 96]
+    changed["render"]["offsamples"] = 0
+    changed["timestep"] = 0.0025
+    changed["name"] = "every_parameter_changed"
+    return WorldSpec.from_dict(changed)
+
+
+def test_nominal_and_fully_changed_worlds_compile(task: TaskSpec, world: WorldSpec) -> None:
+    nominal = build_scene(task, world).model
+    changed_world = every_parameter_changed(world)
+    assert changed_world != world
+    changed = build_scene(task, changed_world).model
+    assert changed.nq == nominal.nq and changed.nu == nominal.nu
+    assert changed.opt.timestep == pytest.approx(0.0025)
+    # The change reaches the model: gains, belt and lighting differ.
+    act = nominal.actuator("left_tcp_x").id
+    assert changed.actuator_gainprm[act, 0] != nominal.actuator_gainprm[act, 0]
+    assert changed.actuator_delay[act] != nominal.actuator_delay[act]
+    belt = nominal.body("belt_frame").id
+    assert not (changed.body_pos[belt] == nominal.body_pos[belt]).all()
+    assert (changed.light_diffuse != nominal.light_diffuse).any()
+
+
+def test_grounded_world_missing_says_how_to_make_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "world").mkdir()
+    monkeypatch.setenv("R2S2R_CONFIG_DIR", str(tmp_path))
+    with pytest.raises(SpecError, match="r2s2r ground all"):
+        load_world("grounded")
+    with pytest.raises(SpecError, match="unknown world 'moon'"):
+        load_world("moon")
