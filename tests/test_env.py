@@ -73,10 +73,14 @@ def test_unpicked_object_drops_off_the_end_and_fails() -> None:
     assert info["object_pos"][0, 0] > belt.pos[0] + belt.length / 2 - 0.05
 
 
-def _place_in_bin(env: PickSortEnv, bin_name: str) -> None:
+def _place_in_bin(env: PickSortEnv, bin_name: str | None) -> None:
+    """Drop the episode's object into a bin, or onto the table between the arms (None)."""
     cell = env.cell
     obj = cell.chosen[0, 0]
-    centre = np.asarray(env.world_spec.layout.bins[bin_name].pos)
+    if bin_name is None:
+        centre = np.array([0.0, -0.3, env.world_spec.layout.table_height])
+    else:
+        centre = np.asarray(env.world_spec.layout.bins[bin_name].pos)
     adr = cell.idx.obj_qadr[obj] + np.arange(7)
     vadr = cell.idx.obj_vadr[obj] + np.arange(6)
     pose = np.concatenate([centre + [0.0, 0.0, 0.1], [1.0, 0.0, 0.0, 0.0]])
@@ -98,6 +102,14 @@ def test_object_in_its_bin_succeeds_and_in_the_wrong_bin_fails(right_bin: bool) 
     assert terminated
     assert info["success"] is right_bin and reward == float(right_bin)
     assert env.cell.status[0, 0] == (SORTED if right_bin else WRONG_BIN)
+
+
+def test_object_resting_on_the_table_outside_the_bins_is_dropped() -> None:
+    env = PickSortEnv(images=False)
+    obs, _ = env.reset(seed=2)
+    _place_in_bin(env, None)
+    obs, info, done = run(env, hold(obs), 150)
+    assert done and info["object_status"] == ["dropped"] and not info["success"]
 
 
 def test_same_seed_and_actions_give_identical_observations() -> None:

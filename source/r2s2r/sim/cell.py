@@ -124,7 +124,13 @@ class Cell:
         )
         self._bins = _BinGeometry.build(scene)
         self._belt_top = world.layout.belt.pos[2]
-        self._half_period = world.layout.belt.texture_period / 2
+        belt = world.layout.belt
+        self._half_period = belt.texture_period / 2
+        self._belt_centre = np.asarray(belt.pos)
+        self._belt_rot = Rotation.from_euler("z", belt.yaw_deg, degrees=True).as_matrix()
+        self._belt_half = np.array([belt.length / 2, belt.width / 2])
+        # An object resting below this height off the belt lies on the table or the floor.
+        self._rest_line = world.layout.table_height + 0.15
         self._belt_adr = np.array([self.idx.belt_qadr])
         self._home_qpos, self._home_ctrl, self._home_tcp = self._home_state()
         s = task.spawn.count
@@ -283,6 +289,8 @@ class Cell:
         return qpos[rows, adr + _XYZ], qpos[rows, adr + _QUAT], qvel[rows, vadr + _XYZ]
 
     def _judge(self) -> None:
+        """Sorted: at rest in its bin. Wrong bin: at rest in another. Dropped: fallen below
+        the belt, or at rest off the belt and outside every bin (on the table or floor)."""
         active = self.spawned & (self.status == PENDING)
         if not active.any():
             return
@@ -299,7 +307,10 @@ class Cell:
         new = np.where(
             at_rest & (in_bin >= 0), np.where(in_bin == assigned, SORTED, WRONG_BIN), PENDING
         )
-        new = np.where(low & (in_bin < 0), DROPPED, new)
+        local = (pos - self._belt_centre) @ self._belt_rot  # Belt frame: x along travel.
+        off_belt = (np.abs(local[..., :2]) > self._belt_half).any(-1)
+        resting_outside = at_rest & off_belt & (pos[..., 2] < self._rest_line)
+        new = np.where((in_bin < 0) & (low | resting_outside), DROPPED, new)
         self.status = np.where(active, new, self.status)
 
     @property

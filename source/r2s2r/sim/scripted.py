@@ -1,8 +1,12 @@
-"""A scripted picker: a simple state machine that intercepts an object on the belt.
+"""A scripted picker: a small state machine that intercepts an object on the belt.
 
 It is a demonstration and test driver for the env (a moving belt, an arm that meets an
 object, a power grasp, a carry to the bin), not a behavior model; the scripted human
 operator and the planners that produce training data come with the rig and behavior stages.
+
+The hand comes down palm-first over the object with its fingers pointing across the belt,
+follows the object at the belt's speed, wraps the fingers around its far side, and lifts it
+over its bin.
 """
 
 from __future__ import annotations
@@ -10,103 +14,106 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.spatial.transform import Rotation
 
 from r2s2r.sim.cell import ACTION_PER_ARM, HAND_DOF
 from r2s2r.sim.env import PickSortEnv
 
-# Hand postures (20 joints, thumb first): open, and a power grasp.
+# TCP orientation for a palm-down grasp: palm normal (hand +y) down, fingers (hand +z) along
+# the cell's +y, away from the robots.
+PALM_DOWN = Rotation.from_matrix(np.array([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0], [0.0, -1.0, 0.0]]))
+PALM_DOWN_QUAT = PALM_DOWN.as_quat(scalar_first=True)
+# Hand postures (20 joints, thumb first).
 OPEN_HAND = np.zeros(HAND_DOF)
-POWER_GRASP = np.array([1.2, 0.5, 0.5, 0.4] + [0.0, 1.3, 1.1, 0.8] * 4)
-PRESHAPE = np.array([0.6, 0.1, 0.1, 0.1] + [0.0, 0.3, 0.2, 0.1] * 4)
+PRESHAPE = np.array([0.6, 0.1, 0.1, 0.1] + [0.0, 0.2, 0.1, 0.1] * 4)
+POWER_GRASP = np.array([1.3, 0.7, 0.6, 0.5] + [0.0, 1.4, 1.2, 0.9] * 4)
 
 
 @dataclass
-class _Plan:
+class _State:
     arm: int  # 0 left, 1 right
+    meet_x: float
     phase: str = "approach"
     phase_t: float = 0.0
 
 
 class ScriptedPicker:
-    """Picks the first object of the episode with the arm on its bin's side."""
+    """Picks the episode's first object with the arm on its bin's side."""
 
-    # Palm offset from the object along the belt (the palm faces upstream), and heights of
-    # the TCP (at the knuckles) above the object's top when hovering and grasping.
-    palm_offset = 0.045
-    hover = 0.15
-    grasp_height = 0.035
+    # The TCP (the knuckles) sits this far beyond the object's centre, across the belt.
+    reach = 0.03
+    # Palm height above the object's top when grasping, and the hover height above that.
+    palm_gap = 0.035
+    hover = 0.12
 
     def __init__(self, env: PickSortEnv) -> None:
         self.env = env
-        self.plan: _Plan | None = None
+        self.state: _State | None = None
 
     def reset(self, obs: dict, info: dict) -> None:
-        cell = self.env.cell
-        obj = cell.objects[cell.chosen[0, 0]]
-        bin_x = self.env.world_spec.layout.bins[info["assigned_bins"][0]].pos[0]
-        self.plan = _Plan(arm=0 if bin_x < 0 else 1)
+        layout = self.env.world_spec.layout
+        bin_name = info["assigned_bins"][0]
+        self.bin_pos = np.asarray(layout.bins[bin_name].pos)
+        arm = 0 if self.bin_pos[0] < 0 else 1
+        base_x = layout.robots["left" if arm == 0 else "right"].pos[0]
+        # The left arm meets objects just downstream of its base; the right arm reaches
+        # upstream so that slow belts still bring the object within the episode.
+        self.state = _State(arm=arm, meet_x=base_x + (0.05 if arm == 0 else -0.25))
         self.home = obs["tcp_pose"].copy()
-        self.obj_top = obj.rest_height
-        self.bin_pos = np.asarray(self.env.world_spec.layout.bins[info["assigned_bins"][0]].pos)
-        # Where the arm meets the object along the belt.
-        base_x = self.env.world_spec.layout.robots["left" if self.plan.arm == 0 else "right"].pos[0]
-        self.meet_x = base_x + (0.05 if self.plan.arm == 0 else -0.3)
+        cell = self.env.cell
+        self.top_offset = cell.objects[cell.chosen[0, 0]].rest_height
 
     def act(self, obs: dict, info: dict) -> np.ndarray:
-        assert self.plan is not None, "call reset() first"
-        p, dt = self.plan, self.env.cell.dt
-        p.phase_t += dt
-        action = np.concatenate([np.concatenate([pose, OPEN_HAND]) for pose in self.home])
-        action = action.reshape(2, ACTION_PER_ARM)
+        s = self.state
+        if s is None:
+            raise RuntimeError("call ScriptedPicker.reset() before act()")
+        s.phase_t += self.env.cell.dt
         obj = info["object_pos"][0]
         speed = info["belt_speed"]
-        target = self.home[p.arm].copy()
+        top = obj[2] + self.top_offset
+        over = np.array([obj[0], obj[1] + self.reach, top + self.palm_gap])
+        lead = np.array([speed * 0.15, 0.0, 0.0])  # Aim a little ahead of the moving object.
+        target = self.home[s.arm].copy()
         hand = PRESHAPE
-        top = obj[2] + self.obj_top
-        follow_x = obj[0] + self.palm_offset
-        if p.phase == "approach":
-            # Wait above the meeting point until the object is close, then follow it down.
-            target[:3] = [self.meet_x, obj[1], top + self.hover]
-            if obj[0] + speed * 0.8 >= self.meet_x - self.palm_offset:
+        if s.phase == "approach":
+            target[:3] = [max(s.meet_x, obj[0] + speed), over[1], over[2] + self.hover]
+            target[3:] = PALM_DOWN_QUAT
+            if obj[0] + speed * 1.2 >= s.meet_x:
                 self._next("descend")
-        elif p.phase == "descend":
-            target[:3] = [follow_x + speed * 0.1, obj[1], top + self.grasp_height]
-            if p.phase_t > 0.8:
+        elif s.phase == "descend":
+            target[:3] = over + lead + [0.0, 0.0, max(0.0, self.hover * (1 - s.phase_t / 0.8))]
+            target[3:] = PALM_DOWN_QUAT
+            if s.phase_t > 1.0:
                 self._next("close")
-        elif p.phase == "close":
-            target[:3] = [follow_x + speed * 0.1, obj[1], top + self.grasp_height]
+        elif s.phase == "close":
+            target[:3] = over + lead
+            target[3:] = PALM_DOWN_QUAT
             hand = POWER_GRASP
-            if p.phase_t > 0.6:
+            if s.phase_t > 0.6:
+                self.lift_from = target[:3].copy()
                 self._next("lift")
-        elif p.phase == "lift":
-            target[:3] = self.env.cell.motion.pose[0, p.arm, :3] * 0 + [
-                follow_x,
-                obj[1],
-                self.bin_pos[2] + 0.35,
-            ]
-            hand = POWER_GRASP
-            if p.phase_t > 0.8:
-                self._next("carry")
-        elif p.phase == "carry":
-            target[:3] = [
-                self.bin_pos[0] + self.palm_offset,
-                self.bin_pos[1],
-                self.bin_pos[2] + 0.3,
-            ]
-            hand = POWER_GRASP
-            if p.phase_t > 1.5:
-                self._next("release")
-        else:
-            target[:3] = [
-                self.bin_pos[0] + self.palm_offset,
-                self.bin_pos[1],
-                self.bin_pos[2] + 0.3,
-            ]
-            hand = OPEN_HAND
-        action[p.arm, :7] = target
-        action[p.arm, 7:] = hand
+        elif s.phase in ("lift", "carry", "release"):
+            hand = POWER_GRASP if s.phase != "release" else OPEN_HAND
+            target[3:] = PALM_DOWN_QUAT
+            above_bin = self.bin_pos + [0.0, self.reach, 0.3]
+            if s.phase == "lift":
+                target[:3] = self.lift_from + [0.0, 0.0, 0.25]
+                if s.phase_t > 0.8:
+                    self._next("carry")
+            else:
+                target[:3] = above_bin
+                if s.phase == "carry" and s.phase_t > 1.5:
+                    self._next("release")
+        action = np.concatenate([np.concatenate([pose, OPEN_HAND]) for pose in self.home])
+        action = action.reshape(2, ACTION_PER_ARM)
+        action[s.arm, :7] = target
+        action[s.arm, 7:] = hand
         return action.reshape(-1)
 
+    @property
+    def phase(self) -> str:
+        return "idle" if self.state is None else self.state.phase
+
     def _next(self, phase: str) -> None:
-        assert self.plan is not None
-        self.plan.phase, self.plan.phase_t = phase, 0.0
+        assert self.state is not None
+        self.state.phase, self.state.phase_t = phase, 0.0
