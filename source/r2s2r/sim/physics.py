@@ -110,7 +110,10 @@ class MujocoPhysics:
         return pos.copy(), mat.copy()
 
     def mjdata(self, world: int) -> mujoco.MjData:
+        # Cameras and lights follow the bodies they are mounted on.
         mujoco.mj_kinematics(self.model, self.data)
+        mujoco.mj_comPos(self.model, self.data)
+        mujoco.mj_camlight(self.model, self.data)
         return self.data
 
 
