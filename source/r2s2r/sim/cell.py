@@ -16,7 +16,7 @@ from scipy.spatial.transform import Rotation
 from r2s2r.sim import robots
 from r2s2r.sim.controller import MotionGenerator
 from r2s2r.sim.physics import Physics
-from r2s2r.sim.rotations import mat_to_quat, quat_mul, quat_to_mat, quat_to_rotvec
+from r2s2r.sim.rotations import mat_to_quat, mul_to_rotvec, quat_to_mat
 from r2s2r.sim.scene import CART_AXES, GROUP_CARTESIAN, GROUP_JOINT, Scene, storage_pos
 from r2s2r.spec.world import ARM_SIDES
 
@@ -28,6 +28,7 @@ PENDING, SORTED, WRONG_BIN, DROPPED = 0, 1, 2, 3
 STATUS_NAMES = ("pending", "sorted", "wrong_bin", "dropped")
 ARM_DOF, HAND_DOF = 7, 20
 _XYZ, _QUAT = np.arange(3), 3 + np.arange(4)
+_HAND_LO, _HAND_HI = robots.WUJI_HAND_JOINT_RANGES[:, 0], robots.WUJI_HAND_JOINT_RANGES[:, 1]
 ACTION_PER_ARM = 27  # tcp: pos 3 + quat 4 (w, x, y, z) + hand 20; joint: arm 7 + hand 20.
 
 
@@ -103,7 +104,7 @@ class Cell:
         task, world = scene.task, scene.world
         model = scene.model
         self.n = physics.num_worlds
-        self._rows = np.arange(self.n)[:, None, None]
+        self._all_worlds = np.arange(self.n)
         self.objects = task.all_objects
         self.idx = CellIndex.build(model, len(self.objects), [o.name for o in self.objects])
         self._ref_mat = quat_to_mat(self.idx.ref_quat)
@@ -135,6 +136,7 @@ class Cell:
         self._home_qpos, self._home_ctrl, self._home_tcp = self._home_state()
         s = task.spawn.count
         self.chosen = np.zeros((self.n, s), dtype=int)
+        self._index_objects()
         self.spawn_time = task.spawn.first_at_s + task.spawn.interval_s * np.arange(s)
         self.spawn_xy = np.zeros((self.n, s, 2))
         self.spawn_yaw = np.zeros((self.n, s))
@@ -189,6 +191,7 @@ class Cell:
         self.ctrl[worlds, self.idx.belt_ctrl] = self.belt_speed[worlds]
         qpos = np.tile(self._home_qpos, (k, 1))
         qvel = np.zeros((k, self.scene.model.nv))
+        self._index_objects()
         self.physics.reset(qpos, qvel, self.ctrl[worlds], worlds)
         self.motion.reset(worlds, np.broadcast_to(self._home_tcp, (k, 2, 6)))
         self._spawn_due(worlds)
@@ -197,19 +200,16 @@ class Cell:
     def step(self, action: np.ndarray) -> None:
         """Apply one control-rate action (N, 54) to every world and advance the physics."""
         a = np.asarray(action, dtype=float).reshape(self.n, 2, ACTION_PER_ARM)
-        hand = np.clip(
-            a[..., -HAND_DOF:],
-            robots.WUJI_HAND_JOINT_RANGES[:, 0],
-            robots.WUJI_HAND_JOINT_RANGES[:, 1],
-        )
+        hand = np.minimum(np.maximum(a[..., -HAND_DOF:], _HAND_LO), _HAND_HI)
         self.ctrl[:, self.idx.hand_ctrl] = hand
         if self.action_mode == "tcp":
             quat = a[..., 3:7]
-            norm = np.linalg.norm(quat, axis=-1, keepdims=True)
-            if np.any(norm < 1e-6):
+            norm = np.sqrt((quat * quat).sum(-1, keepdims=True))
+            if (norm < 1e-6).any():
                 raise ValueError("action: a TCP quaternion (w, x, y, z) has zero norm")
-            pos, rot = self._world_to_ref(a[..., :3], quat / norm)
-            target = np.concatenate([pos, quat_to_rotvec(rot)], axis=-1)
+            target = np.concatenate(
+                [self._pos_to_ref(a[..., :3]), self._quat_to_ref_rotvec(quat / norm)], axis=-1
+            )
             self.ctrl[:, self.idx.cart_ctrl] = self.motion.step(target)
         else:
             lo, hi = robots.RIZON4S_JOINT_RANGES[:, 0], robots.RIZON4S_JOINT_RANGES[:, 1]
@@ -223,24 +223,28 @@ class Cell:
         self.physics.step(self.ctrl, self.nsub)
         self.steps += 1
         self._wrap_belt()
-        self._spawn_due(np.arange(self.n))
+        self._spawn_due(self._all_worlds)
         self._judge()
 
     @property
     def time(self) -> np.ndarray:
         return self.steps * self.dt
 
-    def _world_to_ref(self, pos: np.ndarray, quat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """World TCP targets (N, 2, 3) / (N, 2, 4 wxyz) -> reference-frame pos and quat."""
+    def _pos_to_ref(self, pos: np.ndarray) -> np.ndarray:
+        """World positions (N, 2, 3) -> each arm's reference frame."""
         # Row vector times R is R^T applied to the vector.
-        local = ((pos - self.idx.ref_pos)[..., None, :] @ self._ref_mat)[..., 0, :]
+        return ((pos - self.idx.ref_pos)[..., None, :] @ self._ref_mat)[..., 0, :]
+
+    def _quat_to_ref_rotvec(self, quat: np.ndarray) -> np.ndarray:
+        """World orientations (N, 2, 4 wxyz) -> rotation vectors in each arm's reference frame."""
         conj = self._ref_conj if quat.shape == self._ref_conj.shape else self._ref_conj[:1]
-        return local, quat_mul(conj, quat)
+        return mul_to_rotvec(conj, quat)
 
     def _tcp_in_ref(self, pos: np.ndarray, mat: np.ndarray) -> np.ndarray:
         """World TCP poses (N, 2, 3) + (N, 2, 3, 3) -> (N, 2, 6) pos + rotvec in ref frames."""
-        local_p, local_q = self._world_to_ref(pos, mat_to_quat(mat))
-        return np.concatenate([local_p, quat_to_rotvec(local_q)], axis=-1)
+        return np.concatenate(
+            [self._pos_to_ref(pos), self._quat_to_ref_rotvec(mat_to_quat(mat))], axis=-1
+        )
 
     def _wrap_belt(self) -> None:
         qpos, _ = self.physics.state()
@@ -283,10 +287,16 @@ class Cell:
     def object_states(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Chosen objects' pos (N, S, 3), quat (N, S, 4) and linear velocity (N, S, 3)."""
         qpos, qvel = self.physics.state()
-        adr = self.idx.obj_qadr[self.chosen][..., None]
-        vadr = self.idx.obj_vadr[self.chosen][..., None]
-        rows = self._rows
-        return qpos[rows, adr + _XYZ], qpos[rows, adr + _QUAT], qvel[rows, vadr + _XYZ]
+        pos_idx, quat_idx, vel_idx = self._state_idx
+        return qpos.take(pos_idx), qpos.take(quat_idx), qvel.take(vel_idx)
+
+    def _index_objects(self) -> None:
+        """Flat indices of the chosen objects' state in (N, nq) qpos and (N, nv) qvel."""
+        model = self.scene.model
+        rows = np.arange(self.n)[:, None, None]
+        adr = self.idx.obj_qadr[self.chosen][..., None] + rows * model.nq
+        vadr = self.idx.obj_vadr[self.chosen][..., None] + rows * model.nv
+        self._state_idx = (adr + _XYZ, adr + _QUAT, vadr + _XYZ)
 
     def _judge(self) -> None:
         """Sorted: at rest in its bin. Wrong bin: at rest in another. Dropped: fallen below

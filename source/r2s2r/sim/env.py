@@ -144,13 +144,12 @@ class PickSortEnv(gym.Env[dict[str, Any], np.ndarray]):
         return self._renderer
 
     def _obs(self) -> dict[str, Any]:
-        qpos, _ = self.physics.state()
+        qpos = self.physics.state()[0][0]
         pos, mat = self.physics.site_poses(self.cell.idx.tcp_sites)
-        quat = mat_to_quat(mat)
         obs: dict[str, Any] = {
-            "tcp_pose": np.concatenate([pos, quat], axis=-1)[0],
-            "arm_joints": qpos[0, self.cell.idx.arm_qadr].copy(),
-            "hand_joints": qpos[0, self.cell.idx.hand_qadr].copy(),
+            "tcp_pose": np.concatenate([pos[0], mat_to_quat(mat[0])], axis=-1),
+            "arm_joints": qpos.take(self.cell.idx.arm_qadr),
+            "hand_joints": qpos.take(self.cell.idx.hand_qadr),
             "instruction": self._instruction,
             "embodiment_id": EMBODIMENT_IDS["rizon4s_wuji2_bimanual"],
         }

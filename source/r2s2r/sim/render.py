@@ -77,6 +77,7 @@ def plan_cameras(model: mujoco.MjModel, world: WorldSpec) -> list[CameraPlan]:
             wide = plan_wide_render(
                 intr,
                 max_fov_deg=world.render.fisheye_max_fov_deg,
+                oversample=world.render.fisheye_oversample,
                 max_size=min(model.vis.global_.offwidth, model.vis.global_.offheight),
             )
             set_wide_fov(model, cam_id, wide)
@@ -86,6 +87,17 @@ def plan_cameras(model: mujoco.MjModel, world: WorldSpec) -> list[CameraPlan]:
                 )
             )
     return plans
+
+
+def _make_renderer(model: mujoco.MjModel, width: int, height: int) -> mujoco.Renderer:
+    try:
+        return mujoco.Renderer(model, height=height, width=width)
+    except mujoco.FatalError as err:
+        raise RuntimeError(
+            f"MuJoCo could not create an OpenGL context ({err}). On a machine without a "
+            "display, set MUJOCO_GL=egl before anything imports mujoco (importing r2s2r first "
+            "does this), and install EGL (apt install libegl1 libgl1-mesa-dri)."
+        ) from None
 
 
 class SceneRenderer:
@@ -98,12 +110,12 @@ class SceneRenderer:
         for plan in self.plans:
             w, h = plan.render_size
             if (w, h) not in self._renderers:
-                self._renderers[(w, h)] = mujoco.Renderer(model, height=h, width=w)
+                self._renderers[(w, h)] = _make_renderer(model, w, h)
         self._depth: mujoco.Renderer | None = None
         self._depth_plan = self.plans[CAMERA_NAMES.index("head")]
         if depth:
             w, h = self._depth_plan.render_size
-            self._depth = mujoco.Renderer(model, height=h, width=w)
+            self._depth = _make_renderer(model, w, h)
             self._depth.enable_depth_rendering()
         self.remap_seconds = 0.0  # Time spent in fisheye remapping, for the benchmark.
 

@@ -91,6 +91,20 @@ def _rotvec_to_quat_row(out: np.ndarray, r: np.ndarray) -> None:
     mujoco.mju_quatIntegrate(out, r, 1.0)
 
 
+def mul_to_rotvec(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Rotation vectors (..., 3) of the products a * b of quaternions (..., 4)."""
+    fast = _rows(_mul_to_rotvec_row, 3, a, b)
+    if fast is not None:
+        return fast
+    return quat_to_rotvec(quat_mul(a, b))
+
+
+def _mul_to_rotvec_row(out: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
+    q = np.empty(4)
+    mujoco.mju_mulQuat(q, a, b)
+    mujoco.mju_quat2Vel(out, q, 1.0)
+
+
 def quat_to_mat(q: np.ndarray) -> np.ndarray:
     """Rotation matrices (..., 3, 3) of unit quaternions (..., 4)."""
     w, x, y, z = np.moveaxis(q, -1, 0)

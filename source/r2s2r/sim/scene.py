@@ -90,6 +90,8 @@ def _visual(spec: mujoco.MjSpec, world: WorldSpec) -> None:
     # Shadows and multisampling dominate software-rasterizer cost; they stay off unless asked.
     vis.quality.shadowsize = 2048 if world.render.shadows else 0
     vis.quality.offsamples = world.render.offsamples
+    vis.quality.numslices = world.render.tessellation
+    vis.quality.numstacks = max(4, (2 * world.render.tessellation) // 3)
     vis.global_.offwidth = 1280
     vis.global_.offheight = 1280
     light = world.lighting

@@ -178,9 +178,16 @@ class AssetsSpec(Spec):
 class RenderSpec(Spec):
     shadows: bool = False
     offsamples: Annotated[int, Field(ge=0)] = 0
+    # Slices around capsules, cylinders and spheres when drawn (MuJoCo's default is 28; the
+    # software rasterizer's cost grows with it, and 12 looks the same at 256 pixels).
+    tessellation: Annotated[int, Field(ge=4, le=64)] = 12
     obs_size: tuple[Annotated[int, Field(gt=0)], Annotated[int, Field(gt=0)]] = (256, 256)
     # Widest field of view rendered for a fisheye camera before remapping.
     fisheye_max_fov_deg: Annotated[float, Field(gt=10, lt=170)] = 150.0
+    # Pixel density of that wide render at its centre relative to the fisheye image's (1.0
+    # keeps full detail at the centre; lower renders fewer pixels, and the fisheye's own
+    # compression towards the edges hides most of the loss).
+    fisheye_oversample: Annotated[float, Field(gt=0.1, le=4.0)] = 0.6
 
 
 class WorldSpec(Spec):
