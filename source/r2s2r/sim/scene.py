@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
 import mujoco
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-from r2s2r.sim import robots
+from r2s2r.sim import robots, vendor
 from r2s2r.sim.camera import MJ_FROM_CV
 from r2s2r.spec import TaskSpec, WorldSpec
 from r2s2r.spec.task import ObjectSpec
@@ -220,25 +219,32 @@ def _belt(spec: mujoco.MjSpec, world: WorldSpec) -> None:
 def _arm_and_hand(spec: mujoco.MjSpec, world: WorldSpec, side: str) -> None:
     base = world.layout.robots[side]  # type: ignore[index]
     ctl = world.controller
-    if world.assets.arm_mjcf or world.assets.hand_mjcf:
-        raise NotImplementedError(
-            f"world {world.name}: assets.arm_mjcf / assets.hand_mjcf are not supported yet; "
-            "remove them to use the models authored by r2s2r"
+    assets = world.assets
+    if assets.arm_mjcf:
+        arm = vendor.attach_vendor_arm(
+            spec.worldbody, f"{side}_", assets.arm_mjcf, base.pos, base.quat
         )
-    arm = robots.add_rizon4s(
-        spec.worldbody,
-        f"{side}_",
-        base.pos,
-        base.quat,
-        armature=ctl.joint_armature,
-        damping=ctl.joint_damping,
-    )
+        for name in arm.joints:
+            spec.joint(name).armature = ctl.joint_armature
+            spec.joint(name).damping = [ctl.joint_damping, 0.0, 0.0]
+    else:
+        arm = robots.add_rizon4s(
+            spec.worldbody,
+            f"{side}_",
+            base.pos,
+            base.quat,
+            armature=ctl.joint_armature,
+            damping=ctl.joint_damping,
+        )
     for name, q0 in zip(arm.joints, ctl.home, strict=True):
         j = spec.joint(name)
         j.stiffness = [ctl.null_stiffness, 0.0, 0.0]
         j.springref = q0
     flange = spec.body(arm.flange)
-    hand = robots.add_wuji_hand(flange, f"{side}_hand_", side=side)
+    if assets.hand_mjcf:
+        hand = vendor.attach_vendor_hand(flange, f"{side}_hand_", assets.hand_mjcf)
+    else:
+        hand = robots.add_wuji_hand(flange, f"{side}_hand_", side=side)
     h = world.hand
     robots.add_hand_actuators(
         spec,
@@ -276,7 +282,8 @@ def _arm_and_hand(spec: mujoco.MjSpec, world: WorldSpec, side: str) -> None:
             act.delay = ctl.delay_s
             act.nsample = nsample
             act.interp = 1
-    for name, (lo, hi) in zip(arm.joints, robots.RIZON4S_JOINT_RANGES, strict=True):
+    for name in arm.joints:
+        lo, hi = spec.joint(name).range
         act = spec.add_actuator(
             name=f"{name}_pos", target=name, trntype=mujoco.mjtTrn.mjTRN_JOINT, group=GROUP_JOINT
         )
@@ -313,10 +320,3 @@ def _object(spec: mujoco.MjSpec, obj: ObjectSpec, index: int) -> None:
         condim=6,
         friction=[obj.friction, 0.005, 0.0005],
     )
-
-
-def load_mjcf_path(path: str) -> Path:
-    p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"MJCF file {p} does not exist")
-    return p
