@@ -16,6 +16,8 @@ import numpy as np
 from r2s2r.sim.camera import FisheyeRemap, Intrinsics, WideRender, plan_wide_render
 from r2s2r.spec.world import CAMERA_NAMES, CameraSpec, WorldSpec
 
+# Renders averaged over the shutter time of a camera with motion blur.
+MOTION_BLUR_SAMPLES = 4
 # Sensor size scale for MuJoCo's intrinsic camera mode: one pixel is this many length units.
 _PIXEL = 1e-3
 
@@ -37,6 +39,7 @@ class CameraPlan:
     render_size: tuple[int, int]  # (width, height) of the MuJoCo render
     remap: FisheyeRemap | None
     exposure: float
+    motion_blur_s: float = 0.0
 
 
 def set_pinhole_intrinsics(model: mujoco.MjModel, cam_id: int, intr: Intrinsics) -> None:
@@ -72,7 +75,7 @@ def plan_cameras(model: mujoco.MjModel, world: WorldSpec) -> list[CameraPlan]:
         intr = camera_intrinsics(cam, size)
         if intr.is_ideal_pinhole:
             set_pinhole_intrinsics(model, cam_id, intr)
-            plans.append(CameraPlan(name, cam_id, size, None, cam.exposure))
+            plans.append(CameraPlan(name, cam_id, size, None, cam.exposure, cam.motion_blur_s))
         else:
             wide = plan_wide_render(
                 intr,
@@ -83,7 +86,12 @@ def plan_cameras(model: mujoco.MjModel, world: WorldSpec) -> list[CameraPlan]:
             set_wide_fov(model, cam_id, wide)
             plans.append(
                 CameraPlan(
-                    name, cam_id, (wide.width, wide.height), FisheyeRemap(intr, wide), cam.exposure
+                    name,
+                    cam_id,
+                    (wide.width, wide.height),
+                    FisheyeRemap(intr, wide),
+                    cam.exposure,
+                    cam.motion_blur_s,
                 )
             )
     return plans
@@ -117,7 +125,7 @@ class SceneRenderer:
             w, h = self._depth_plan.render_size
             self._depth = _make_renderer(model, w, h)
             self._depth.enable_depth_rendering()
-        self.remap_seconds = 0.0  # Time spent in fisheye remapping, for the benchmark.
+        self._scratch: mujoco.MjData | None = None
 
     def render_raw(self, data: mujoco.MjData, plan: CameraPlan) -> np.ndarray:
         """The MuJoCo render of one camera, before any remap."""
@@ -129,13 +137,39 @@ class SceneRenderer:
         """RGB views {camera name: (H, W, 3) uint8} at the observation size."""
         out = {}
         for plan in self.plans:
-            img = self.render_raw(data, plan)
+            if plan.motion_blur_s > 0:
+                img = self._blurred(data, plan)
+            else:
+                img = self.render_raw(data, plan)
             if plan.remap is not None:
                 img = plan.remap(img)
             if plan.exposure != 1.0:
                 img = cv2.convertScaleAbs(img, alpha=plan.exposure)
             out[plan.name] = img
         return out
+
+    def _blurred(self, data: mujoco.MjData, plan: CameraPlan) -> np.ndarray:
+        """Average of renders over the shutter time before ``data``'s instant.
+
+        The earlier states are the current one integrated back along the current velocity,
+        which is exact for the constant velocities a camera sees within a few milliseconds.
+        """
+        model = self.model
+        if self._scratch is None:
+            self._scratch = mujoco.MjData(model)
+        scratch = self._scratch
+        acc = None
+        for k in range(MOTION_BLUR_SAMPLES):
+            scratch.qpos[:] = data.qpos
+            back = -plan.motion_blur_s * k / (MOTION_BLUR_SAMPLES - 1)
+            mujoco.mj_integratePos(model, scratch.qpos, data.qvel, back)
+            mujoco.mj_kinematics(model, scratch)
+            mujoco.mj_comPos(model, scratch)
+            mujoco.mj_camlight(model, scratch)
+            img = self.render_raw(scratch, plan).astype(np.float32)
+            acc = img if acc is None else acc + img
+        assert acc is not None
+        return np.round(acc / MOTION_BLUR_SAMPLES).astype(np.uint8)
 
     def render_depth(self, data: mujoco.MjData) -> np.ndarray:
         """Head depth (H, W) float32 in metres along the optical axis."""
