@@ -13,7 +13,7 @@ import mujoco
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-from r2s2r.sim import robots
+from r2s2r.sim import kernels, robots
 from r2s2r.sim.controller import MotionGenerator
 from r2s2r.sim.physics import Physics
 from r2s2r.sim.rotations import mat_to_quat, mul_to_rotvec, quat_to_mat
@@ -23,13 +23,18 @@ from r2s2r.spec.world import ARM_SIDES
 Condition = Literal["nominal", "red_light", "fast_belt", "novel_objects", "all_shifts"]
 CONDITIONS: tuple[str, ...] = ("nominal", "red_light", "fast_belt", "novel_objects", "all_shifts")
 ActionMode = Literal["tcp", "joint"]
-# Object status codes.
-PENDING, SORTED, WRONG_BIN, DROPPED = 0, 1, 2, 3
+PENDING, SORTED, WRONG_BIN, DROPPED = (
+    kernels.PENDING,
+    kernels.SORTED,
+    kernels.WRONG_BIN,
+    kernels.DROPPED,
+)
 STATUS_NAMES = ("pending", "sorted", "wrong_bin", "dropped")
 ARM_DOF, HAND_DOF = 7, 20
 _XYZ, _QUAT = np.arange(3), 3 + np.arange(4)
 _HAND_LO, _HAND_HI = robots.WUJI_HAND_JOINT_RANGES[:, 0], robots.WUJI_HAND_JOINT_RANGES[:, 1]
-ACTION_PER_ARM = 27  # tcp: pos 3 + quat 4 (w, x, y, z) + hand 20; joint: arm 7 + hand 20.
+_ARM_LO, _ARM_HI = robots.RIZON4S_JOINT_RANGES[:, 0], robots.RIZON4S_JOINT_RANGES[:, 1]
+ACTION_PER_ARM = kernels.ACTION_PER_ARM
 
 
 def _adr(model: mujoco.MjModel, names: list[str], field: str) -> np.ndarray:
@@ -128,7 +133,7 @@ class Cell:
         belt = world.layout.belt
         self._half_period = belt.texture_period / 2
         self._belt_centre = np.asarray(belt.pos)
-        self._belt_rot = Rotation.from_euler("z", belt.yaw_deg, degrees=True).as_matrix()
+        self._belt_inv_rot = Rotation.from_euler("z", -belt.yaw_deg, degrees=True).as_matrix()
         self._belt_half = np.array([belt.length / 2, belt.width / 2])
         # An object resting below this height off the belt lies on the table or the floor.
         self._rest_line = world.layout.table_height + 0.15
@@ -199,27 +204,41 @@ class Cell:
     # ----------------------------------------------------------------- stepping
     def step(self, action: np.ndarray) -> None:
         """Apply one control-rate action (N, 54) to every world and advance the physics."""
-        a = np.asarray(action, dtype=float).reshape(self.n, 2, ACTION_PER_ARM)
-        hand = np.minimum(np.maximum(a[..., -HAND_DOF:], _HAND_LO), _HAND_HI)
-        self.ctrl[:, self.idx.hand_ctrl] = hand
+        a = np.ascontiguousarray(action, dtype=np.float64).reshape(self.n, 2 * ACTION_PER_ARM)
+        idx = self.idx
         if self.action_mode == "tcp":
-            quat = a[..., 3:7]
-            norm = np.sqrt((quat * quat).sum(-1, keepdims=True))
-            if (norm < 1e-6).any():
-                raise ValueError("action: a TCP quaternion (w, x, y, z) has zero norm")
-            target = np.concatenate(
-                [self._pos_to_ref(a[..., :3]), self._quat_to_ref_rotvec(quat / norm)], axis=-1
+            m = self.motion
+            bad = kernels.tcp_action_to_ctrl(
+                a,
+                idx.ref_pos,
+                self._ref_mat,
+                self._ref_conj[0],
+                m.pose,
+                m.vel,
+                m.limits,
+                self.dt,
+                _HAND_LO,
+                _HAND_HI,
+                idx.cart_ctrl,
+                idx.hand_ctrl,
+                self.ctrl,
             )
-            self.ctrl[:, self.idx.cart_ctrl] = self.motion.step(target)
+            if bad >= 0:
+                raise ValueError(
+                    f"action: world {bad}: a TCP quaternion (w, x, y, z) has zero norm"
+                )
         else:
-            lo, hi = robots.RIZON4S_JOINT_RANGES[:, 0], robots.RIZON4S_JOINT_RANGES[:, 1]
-            prev = self.ctrl[:, self.idx.joint_ctrl]
-            dq = np.clip(
-                np.clip(a[..., :ARM_DOF], lo, hi) - prev,
-                -robots.RIZON4S_VEL_LIMITS * self.dt,
+            kernels.joint_action_to_ctrl(
+                a,
+                _ARM_LO,
+                _ARM_HI,
                 robots.RIZON4S_VEL_LIMITS * self.dt,
+                _HAND_LO,
+                _HAND_HI,
+                idx.joint_ctrl,
+                idx.hand_ctrl,
+                self.ctrl,
             )
-            self.ctrl[:, self.idx.joint_ctrl] = prev + dq
         self.physics.step(self.ctrl, self.nsub)
         self.steps += 1
         self._wrap_belt()
@@ -297,31 +316,32 @@ class Cell:
         adr = self.idx.obj_qadr[self.chosen][..., None] + rows * model.nq
         vadr = self.idx.obj_vadr[self.chosen][..., None] + rows * model.nv
         self._state_idx = (adr + _XYZ, adr + _QUAT, vadr + _XYZ)
+        self._qadr = self.idx.obj_qadr[self.chosen]
+        self._vadr = self.idx.obj_vadr[self.chosen]
+        self._assigned = self.assigned_bin[self.chosen]
 
     def _judge(self) -> None:
-        """Sorted: at rest in its bin. Wrong bin: at rest in another. Dropped: fallen below
-        the belt, or at rest off the belt and outside every bin (on the table or floor)."""
-        active = self.spawned & (self.status == PENDING)
-        if not active.any():
-            return
-        pos, _, vel = self.object_states()
+        qpos, qvel = self.physics.state()
+        b = self._bins
         success = self.scene.task.success
-        at_rest = (vel * vel).sum(-1) < success.settle_speed**2
-        low = pos[..., 2] < self._belt_top - success.drop_depth
-        # Only a resting object can be sorted and only a low one dropped; skip the bin test
-        # (the costly part) while every object is moving and above the drop line.
-        if not (active & (at_rest | low)).any():
-            return
-        in_bin = self._bins.which(pos)  # (N, S), -1 for none
-        assigned = self.assigned_bin[self.chosen]
-        new = np.where(
-            at_rest & (in_bin >= 0), np.where(in_bin == assigned, SORTED, WRONG_BIN), PENDING
+        kernels.judge(
+            qpos,
+            qvel,
+            self._qadr,
+            self._vadr,
+            self.spawned,
+            self._assigned,
+            self.status,
+            b.centre,
+            b.inv_rot,
+            b.half,
+            self._belt_centre,
+            self._belt_inv_rot,
+            self._belt_half,
+            success.settle_speed,
+            self._belt_top - success.drop_depth,
+            self._rest_line,
         )
-        local = (pos - self._belt_centre) @ self._belt_rot  # Belt frame: x along travel.
-        off_belt = (np.abs(local[..., :2]) > self._belt_half).any(-1)
-        resting_outside = at_rest & off_belt & (pos[..., 2] < self._rest_line)
-        new = np.where((in_bin < 0) & (low | resting_outside), DROPPED, new)
-        self.status = np.where(active, new, self.status)
 
     @property
     def terminated(self) -> np.ndarray:
@@ -345,10 +365,6 @@ class Cell:
         )
 
 
-# The inside of a bin reaches a little above its walls (objects resting on top of others).
-_BIN_SLACK = np.array([1.0, 1.0, 1.5])
-
-
 @dataclass(frozen=True)
 class _BinGeometry:
     centre: np.ndarray  # (B, 3) bin floor centre
@@ -365,10 +381,3 @@ class _BinGeometry:
             rots.append(Rotation.from_euler("z", pose.yaw_deg, degrees=True).inv().as_matrix())
             halves.append([*b.half_size, b.wall_height])
         return cls(np.array(centres), np.array(rots), np.array(halves))
-
-    def which(self, pos: np.ndarray) -> np.ndarray:
-        """Index of the bin each point (..., 3) is inside, or -1."""
-        rel = pos[..., None, :] - self.centre  # (..., B, 3)
-        local = (rel[..., None, :] @ self.inv_rot.swapaxes(-1, -2))[..., 0, :]
-        inside = (np.abs(local) < self.half * _BIN_SLACK).all(-1) & (local[..., 2] > 0)
-        return np.where(inside.any(-1), inside.argmax(-1), -1)

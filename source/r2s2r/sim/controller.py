@@ -12,20 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from r2s2r.sim.kernels import limited_motion
 from r2s2r.spec.world import ArmControllerSpec
-
-
-def _limited_step(
-    error: np.ndarray, vel: np.ndarray, vmax: np.ndarray, amax: np.ndarray, dt: float
-) -> np.ndarray:
-    """New velocity (..., 3) towards ``error`` that respects vmax/amax and can brake in time."""
-    dist = np.sqrt((error * error).sum(-1, keepdims=True))
-    # The fastest speed from which the arm can still stop at the target.
-    speed = np.minimum(np.minimum(vmax, np.sqrt(2.0 * amax * dist)), dist / dt)
-    want = error * (speed / np.maximum(dist, 1e-12))
-    dv = want - vel
-    n = np.sqrt((dv * dv).sum(-1, keepdims=True))
-    return vel + dv * np.minimum(1.0, amax * dt / np.maximum(n, 1e-12))
 
 
 class MotionGenerator:
@@ -44,8 +32,9 @@ class MotionGenerator:
         self.pose = np.zeros((num_worlds, 2, 6))
         # Linear and angular velocity: (N, 2 arms, 2, 3).
         self.vel = np.zeros((num_worlds, 2, 2, 3))
-        self._vmax = np.array([[cfg.max_lin_vel], [cfg.max_ang_vel]])
-        self._amax = np.array([[cfg.max_lin_acc], [cfg.max_ang_acc]])
+        self.limits = np.array(
+            [[cfg.max_lin_vel, cfg.max_ang_vel], [cfg.max_lin_acc, cfg.max_ang_acc]]
+        )
 
     def reset(self, worlds: np.ndarray, pose: np.ndarray) -> None:
         """Start the selected worlds at rest at ``pose`` (k, 2, 6)."""
@@ -54,8 +43,6 @@ class MotionGenerator:
 
     def step(self, target: np.ndarray) -> np.ndarray:
         """Advance one control period towards ``target`` (N, 2, 6); returns the new pose."""
-        shape = self.vel.shape
-        err = (target - self.pose).reshape(shape)
-        self.vel = _limited_step(err, self.vel, self._vmax, self._amax, self.dt)
-        self.pose = self.pose + self.vel.reshape(self.pose.shape) * self.dt
+        target = np.ascontiguousarray(target, dtype=np.float64)
+        limited_motion(target, self.pose, self.vel, self.limits, self.dt)
         return self.pose
