@@ -51,8 +51,10 @@ def bench(
         typer.echo(json.dumps(result, indent=2))
         return
     for key, value in result.items():
-        shown = f"{value:,.2f}" if isinstance(value, float) else value
-        typer.echo(f"{key:32s} {shown}")
+        items = value.items() if isinstance(value, dict) else [("", value)]
+        for sub, v in items:
+            shown = f"{v:,.2f}" if isinstance(v, float) else v
+            typer.echo(f"{key + (f'[{sub}]' if sub else ''):36s} {shown}")
 
 
 @app.command()
