@@ -113,8 +113,7 @@ class Cell:
         self.objects = task.all_objects
         self.idx = CellIndex.build(model, len(self.objects), [o.name for o in self.objects])
         self._ref_mat = quat_to_mat(self.idx.ref_quat)
-        ref_conj = self.idx.ref_quat * np.array([1.0, -1.0, -1.0, -1.0])
-        self._ref_conj = np.broadcast_to(ref_conj, (physics.num_worlds, 2, 4)).copy()
+        self._ref_conj = self.idx.ref_quat * np.array([1.0, -1.0, -1.0, -1.0])
         self.dt = 1.0 / task.control_hz
         self.nsub = max(1, round(self.dt / model.opt.timestep))
         self.max_steps = int(round(task.episode_s * task.control_hz))
@@ -212,7 +211,7 @@ class Cell:
                 a,
                 idx.ref_pos,
                 self._ref_mat,
-                self._ref_conj[0],
+                self._ref_conj,
                 m.pose,
                 m.vel,
                 m.limits,
@@ -256,8 +255,7 @@ class Cell:
 
     def _quat_to_ref_rotvec(self, quat: np.ndarray) -> np.ndarray:
         """World orientations (N, 2, 4 wxyz) -> rotation vectors in each arm's reference frame."""
-        conj = self._ref_conj if quat.shape == self._ref_conj.shape else self._ref_conj[:1]
-        return mul_to_rotvec(conj, quat)
+        return mul_to_rotvec(self._ref_conj, quat)
 
     def _tcp_in_ref(self, pos: np.ndarray, mat: np.ndarray) -> np.ndarray:
         """World TCP poses (N, 2, 3) + (N, 2, 3, 3) -> (N, 2, 6) pos + rotvec in ref frames."""
