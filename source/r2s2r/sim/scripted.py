@@ -43,7 +43,7 @@ class ScriptedPicker:
     # The TCP (the knuckles) sits this far beyond the object's centre, across the belt.
     reach = 0.03
     # Palm height above the object's top when grasping, and the hover height above that.
-    palm_gap = 0.035
+    palm_gap = 0.015
     hover = 0.12
 
     def __init__(self, env: PickSortEnv) -> None:
