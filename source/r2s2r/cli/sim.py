@@ -24,9 +24,12 @@ def demo(
     seed: int = 0,
     seconds: Annotated[float, typer.Option(help="episode length cap")] = 12.0,
     fps: Annotated[int, typer.Option(help="video frame rate (the env runs at 50 Hz)")] = 25,
+    episodes: Annotated[
+        int, typer.Option(help="also run this many seeds without cameras and count outcomes")
+    ] = 0,
 ) -> None:
     """Run a scripted episode and write a video of the three camera views."""
-    from r2s2r.sim.demo import run_demo
+    from r2s2r.sim.demo import picker_success, run_demo
 
     result = run_demo(out, world=world, condition=condition, seed=seed, seconds=seconds, fps=fps)
     typer.echo(
@@ -34,6 +37,10 @@ def demo(
         f"{result['sim_seconds']:.1f} s simulated in {result['wall_seconds']:.1f} s)"
     )
     typer.echo(f"episode: {result['instruction']} -> {result['status']}")
+    if episodes:
+        outcomes = picker_success(episodes, world=world, condition=condition, seed=seed)
+        counts = {o: outcomes.count(o) for o in sorted(set(outcomes))}
+        typer.echo(f"scripted picker over seeds {seed}..{seed + episodes - 1}: {counts}")
 
 
 @app.command()

@@ -51,3 +51,22 @@ def run_demo(
         "instruction": obs["instruction"],
         "status": ", ".join(info["object_status"]),
     }
+
+
+def picker_success(
+    episodes: int, world: str = "nominal", condition: str = "nominal", seed: int = 0
+) -> list[str]:
+    """Run the scripted picker on seeds ``seed .. seed + episodes - 1`` without cameras;
+    returns each episode's outcome."""
+    env = PickSortEnv(world=world, condition=condition, images=False)  # type: ignore[arg-type]
+    picker = ScriptedPicker(env)
+    outcomes = []
+    for s in tqdm(range(seed, seed + episodes), desc="episodes", unit="ep"):
+        obs, info = env.reset(seed=s)
+        picker.reset(obs, info)
+        while True:
+            obs, _, terminated, truncated, info = env.step(picker.act(obs, info))
+            if terminated or truncated:
+                break
+        outcomes.append(info["object_status"][0])
+    return outcomes
