@@ -30,22 +30,8 @@ def test_tcp_targets_reach_the_reference_frame_exactly_without_limits() -> None:
     limits = np.array([[1e9, 1e9], [1e12, 1e12]])
     conj = ref_rot.inv().as_quat(scalar_first=True)
     lo, hi = -np.ones(20), np.ones(20)
-    bad = kernels.tcp_action_to_ctrl(
-        action,
-        ref_pos,
-        ref_rot.as_matrix(),
-        conj,
-        pose,
-        vel,
-        limits,
-        0.02,
-        lo,
-        hi,
-        cart,
-        hand,
-        ctrl,
-    )
-    assert bad == -1
+    args = (ref_pos, ref_rot.as_matrix(), conj, pose, vel, limits, 0.02, lo, hi, cart, hand)
+    assert kernels.tcp_action_to_ctrl(action, *args, ctrl) == -1
     for w in range(n):
         for arm in range(2):
             a = action[w, arm * 27 : (arm + 1) * 27]
@@ -55,24 +41,7 @@ def test_tcp_targets_reach_the_reference_frame_exactly_without_limits() -> None:
             np.testing.assert_allclose(ctrl[w, cart[arm, 3:]], want_r, atol=1e-9)
             np.testing.assert_allclose(ctrl[w, hand[arm]], np.clip(a[7:], -1, 1))
     action[1, 27 + 3 : 27 + 7] = 0.0
-    assert (
-        kernels.tcp_action_to_ctrl(
-            action,
-            ref_pos,
-            ref_rot.as_matrix(),
-            conj,
-            pose,
-            vel,
-            limits,
-            0.02,
-            lo,
-            hi,
-            cart,
-            hand,
-            ctrl,
-        )
-        == 1
-    )
+    assert kernels.tcp_action_to_ctrl(action, *args, ctrl) == 1
 
 
 def test_motion_respects_velocity_and_acceleration_limits_and_stops_at_the_target() -> None:
