@@ -26,6 +26,8 @@ CART_AXES = ("x", "y", "z", "rx", "ry", "rz")
 # +-pi wrap for the poses the task needs.
 TCP_REF_IN_BASE = Rotation.from_euler("y", 180, degrees=True)
 STORAGE_ORIGIN = np.array([3.0, 3.0, 0.0])
+# Nearest distance (m) a camera draws.
+NEAR_CLIP_M = 0.005
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,9 @@ def build_scene(task: TaskSpec, world: WorldSpec) -> Scene:
     spec = build_spec(task, world)
     model = spec.compile()
     model.opt.disableactuator = 1 << GROUP_JOINT
+    # MuJoCo's near clipping plane is relative to the model's extent (metres across the whole
+    # floor); a wrist camera must see its own palm a few centimetres away.
+    model.vis.map.znear = NEAR_CLIP_M / model.stat.extent
     return Scene(model=model, task=task, world=world)
 
 
@@ -97,7 +102,6 @@ def _visual(spec: mujoco.MjSpec, world: WorldSpec) -> None:
     vis.headlight.ambient = [light.ambient] * 3
     vis.headlight.diffuse = [0.2, 0.2, 0.2]
     vis.headlight.specular = [0.0, 0.0, 0.0]
-    vis.map.znear = 0.005
 
 
 def _static_cell(spec: mujoco.MjSpec, task: TaskSpec, world: WorldSpec) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import gymnasium as gym
 import numpy as np
@@ -22,10 +22,11 @@ from r2s2r.sim.cell import (
     set_action_mode,
 )
 from r2s2r.sim.env import EMBODIMENT_IDS, action_space, observation_space
-from r2s2r.sim.render import SceneRenderer
+from r2s2r.sim.render import SceneRenderer, plan_cameras
 from r2s2r.sim.rotations import mat_to_quat
 from r2s2r.sim.scene import build_scene
 from r2s2r.sim.warp_physics import WarpPhysics
+from r2s2r.sim.warp_render import WarpSceneRenderer
 from r2s2r.spec import TaskSpec, WorldSpec
 from r2s2r.spec.world import CAMERA_NAMES
 from r2s2r.worlds import load_task, load_world
@@ -42,8 +43,10 @@ class PickSortVectorEnv(gym.vector.VectorEnv[dict[str, Any], np.ndarray, np.ndar
     (a list of seeds gives world ``i`` ``default_rng(seed[i])``); each world keeps drawing its
     later episodes from that generator, so a seeded run is deterministic.
 
-    Images (``images=True``) are rendered one world at a time by the CPU renderer from a host
-    copy of each world's state. That is correct but slow; a batched GPU renderer is future work.
+    Images (``images=True``) come from ``renderer``: ``"mujoco"`` renders one world at a time
+    with the CPU rasterizer from a host copy of each world's state (correct but slow);
+    ``"mujoco_warp"`` renders all worlds in one batch on the physics device with MuJoCo Warp's
+    ray tracer (``WarpSceneRenderer``: same cameras, different shading, no motion blur).
     """
 
     metadata = {"render_modes": [], "autoreset_mode": AutoresetMode.NEXT_STEP}
@@ -58,7 +61,10 @@ class PickSortVectorEnv(gym.vector.VectorEnv[dict[str, Any], np.ndarray, np.ndar
         images: bool = False,
         device: str | None = None,
         randomize_appearance: bool = False,
+        renderer: Literal["mujoco", "mujoco_warp"] = "mujoco",
     ) -> None:
+        if renderer not in ("mujoco", "mujoco_warp"):
+            raise ValueError(f"renderer must be 'mujoco' or 'mujoco_warp', got {renderer!r}")
         self.num_envs = num_envs
         self.world_spec = load_world(world)
         self.task_spec = load_task(task)
@@ -68,7 +74,14 @@ class PickSortVectorEnv(gym.vector.VectorEnv[dict[str, Any], np.ndarray, np.ndar
         self.cell = Cell(self.scene, self.physics, condition, action_mode)
         self.appearance = Appearance(self.scene, condition, randomize_appearance, num_envs)
         self.images = images
+        self.renderer_backend = renderer
         self._renderer: SceneRenderer | None = None
+        self._warp_renderer: WarpSceneRenderer | None = None
+        # Whether an appearance was drawn since the Warp renderer last received one.
+        self._appearance_dirty = True
+        if images and renderer == "mujoco_warp":
+            # Fail at construction rather than at the first reset (e.g. on motion blur).
+            self.warp_renderer()
         self.single_observation_space = observation_space(
             self.world_spec.render.obs_size, False, images
         )
@@ -101,6 +114,7 @@ class PickSortVectorEnv(gym.vector.VectorEnv[dict[str, Any], np.ndarray, np.ndar
         self.cell.reset(worlds, [self._rngs[w] for w in worlds])
         for w in worlds:
             self.appearance.draw(self._rngs[w], int(w))
+        self._appearance_dirty = True
 
     def step(
         self, actions: np.ndarray
@@ -151,6 +165,29 @@ class PickSortVectorEnv(gym.vector.VectorEnv[dict[str, Any], np.ndarray, np.ndar
             self._renderer = SceneRenderer(self.scene.model, self.world_spec)
         return self._renderer
 
+    def warp_renderer(self) -> WarpSceneRenderer:
+        """The batched renderer (``renderer="mujoco_warp"``), built on first use."""
+        if self._warp_renderer is None:
+            plans = plan_cameras(self.scene.model, self.world_spec)
+            self._warp_renderer = WarpSceneRenderer(self.physics, plans)
+        return self._warp_renderer
+
+    def _images(self) -> dict[str, np.ndarray]:
+        """Every world's views {camera: (N, H, W, 3) uint8} from the chosen renderer."""
+        if self.renderer_backend == "mujoco_warp":
+            warp = self.warp_renderer()
+            if self._appearance_dirty:
+                warp.set_appearance(self.appearance)
+                self._appearance_dirty = False
+            return warp.render()
+        views: dict[str, list[np.ndarray]] = {c: [] for c in CAMERA_NAMES}
+        for w in range(self.num_envs):
+            self.appearance.apply(self.scene.model, w)
+            rendered = self.renderer().render(self.physics.mjdata(w))
+            for c in CAMERA_NAMES:
+                views[c].append(rendered[c])
+        return {c: np.stack(v) for c, v in views.items()}
+
     def _obs(self) -> dict[str, Any]:
         qpos, _ = self.physics.state()
         pos, mat = self.physics.site_poses(self.cell.idx.tcp_sites)
@@ -163,13 +200,7 @@ class PickSortVectorEnv(gym.vector.VectorEnv[dict[str, Any], np.ndarray, np.ndar
             "embodiment_id": np.full(self.num_envs, EMBODIMENT_IDS["rizon4s_wuji2_bimanual"]),
         }
         if self.images:
-            views: dict[str, list[np.ndarray]] = {c: [] for c in CAMERA_NAMES}
-            for w in range(self.num_envs):
-                self.appearance.apply(self.scene.model, w)
-                rendered = self.renderer().render(self.physics.mjdata(w))
-                for c in CAMERA_NAMES:
-                    views[c].append(rendered[c])
-            obs["images"] = {c: np.stack(v) for c, v in views.items()}
+            obs["images"] = self._images()
         return obs
 
     def _info(self) -> dict[str, Any]:
@@ -189,3 +220,6 @@ class PickSortVectorEnv(gym.vector.VectorEnv[dict[str, Any], np.ndarray, np.ndar
         if self._renderer is not None:
             self._renderer.close()
             self._renderer = None
+        if self._warp_renderer is not None:
+            self._warp_renderer.close()
+            self._warp_renderer = None
