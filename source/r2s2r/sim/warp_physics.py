@@ -156,6 +156,20 @@ class WarpPhysics:
             )
 
     # ----------------------------------------------------------------- Physics protocol
+    @property
+    def device_model(self) -> Any:
+        """The ``mujoco_warp`` Model on the device."""
+        return self._m
+
+    @property
+    def device_data(self) -> Any:
+        """The ``mujoco_warp`` Data on the device (all worlds)."""
+        return self._d
+
+    def model_arrays_replaced(self) -> None:
+        """Call after swapping a device model array: captured step graphs hold the old one."""
+        self._graphs.clear()
+
     def reset(
         self, qpos: np.ndarray, qvel: np.ndarray, ctrl: np.ndarray, worlds: np.ndarray
     ) -> None:

@@ -251,7 +251,7 @@ class WarpSceneRenderer:
 
     def _sync_cameras(self) -> None:
         """Copy the planned camera fields of the host model to the device model."""
-        m = self.physics._m
+        m = self.physics.device_model
         for field in ("cam_fovy", "cam_sensorsize", "cam_intrinsic"):
             current: wp.array = getattr(m, field)
             host = np.asarray(getattr(self.physics.model, field), dtype=np.float32)
@@ -261,7 +261,7 @@ class WarpSceneRenderer:
 
     def _trace(self) -> None:
         """Bring poses up to the current state (a step leaves the pre-step ones) and render."""
-        m, d = self.physics._m, self.physics._d
+        m, d = self.physics.device_model, self.physics.device_data
         with wp.ScopedDevice(self.device):
             mjw.kinematics(m, d)
             if self._needs_com:
@@ -340,7 +340,7 @@ class WarpSceneRenderer:
             "light_diffuse": (light, appearance.light_diffuse[:, None]),
             "light_dir": (light, appearance.light_dir[:, None]),
         }
-        m = self.physics._m
+        m = self.physics.device_model
         replaced = False
         for field, (rows, values) in fields.items():
             current: wp.array = getattr(m, field)
@@ -357,7 +357,7 @@ class WarpSceneRenderer:
             replaced = True
         if replaced:
             # CUDA graphs captured by the physics hold the replaced arrays; capture again.
-            self.physics._graphs.clear()
+            self.physics.model_arrays_replaced()
 
     def close(self) -> None:
         """Release the render context and device buffers."""
