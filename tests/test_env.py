@@ -152,6 +152,12 @@ def test_observations_match_the_spaces() -> None:
     assert set(info) >= {"object_pos", "object_status", "assigned_bins", "success"}
     with pytest.raises(ValueError, match="zero norm"):
         env.step(np.zeros(54))
+    with pytest.raises(ValueError, match="expected 54 numbers per world"):
+        env.step(np.zeros(53))
+    bad = hold(obs)
+    bad[0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        env.step(bad)
     env.close()
 
 

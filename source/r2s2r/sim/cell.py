@@ -203,7 +203,15 @@ class Cell:
     # ----------------------------------------------------------------- stepping
     def step(self, action: np.ndarray) -> None:
         """Apply one control-rate action (N, 54) to every world and advance the physics."""
-        a = np.ascontiguousarray(action, dtype=np.float64).reshape(self.n, 2 * ACTION_PER_ARM)
+        a = np.ascontiguousarray(action, dtype=np.float64)
+        if a.size != self.n * 2 * ACTION_PER_ARM:
+            raise ValueError(
+                f"action: expected {2 * ACTION_PER_ARM} numbers per world ({self.n} worlds), "
+                f"got an array of shape {a.shape}"
+            )
+        a = a.reshape(self.n, 2 * ACTION_PER_ARM)
+        if not np.isfinite(a).all():
+            raise ValueError("action: contains NaN or infinite values")
         idx = self.idx
         if self.action_mode == "tcp":
             m = self.motion
