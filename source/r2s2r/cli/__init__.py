@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import typer
 
 from r2s2r import __version__
@@ -22,4 +24,12 @@ def version() -> None:
 
 
 def main() -> None:
-    app()
+    """Run the CLI; bad input (a spec, a value, a missing file) ends with its message, not a
+    traceback."""
+    from r2s2r.spec import SpecError
+
+    try:
+        app()
+    except (SpecError, ValueError, FileNotFoundError) as err:
+        typer.echo(f"error: {err}", err=True)
+        sys.exit(2)

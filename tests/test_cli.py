@@ -1,0 +1,66 @@
+"""The r2s2r command line: entry points, the bench's JSON contract, clear failures."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from r2s2r import __version__
+from r2s2r.cli import app
+
+runner = CliRunner()
+
+
+def test_python_m_r2s2r_lists_the_subcommands() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "r2s2r", "--help"], capture_output=True, text=True, check=True
+    ).stdout
+    assert "sim" in out and "version" in out
+    assert runner.invoke(app, ["version"]).output.strip() == __version__
+
+
+def test_bench_json_has_the_documented_keys() -> None:
+    result = runner.invoke(app, ["sim", "bench", "--json", "--seconds", "0.3", "--warp-sizes", ""])
+    assert result.exit_code == 0, result.output
+    figures = json.loads(result.output)
+    for key in (
+        "raw_steps_per_s",
+        "env_physics_steps_per_s",
+        "env_over_raw",
+        "raw_renders_per_s",
+        "env_renders_per_s",
+        "render_over_raw",
+        "fisheye_remap_ms",
+        "machine",
+    ):
+        assert key in figures
+    assert figures["raw_steps_per_s"] > 0 and figures["env_renders_per_s"] > 0
+    assert figures["env_over_raw"] == pytest.approx(
+        figures["env_physics_steps_per_s"] / figures["raw_steps_per_s"]
+    )
+
+
+def test_view_without_a_display_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    result = runner.invoke(app, ["sim", "view"])
+    assert result.exit_code == 2
+    assert "needs one" in result.output
+
+
+def test_bad_input_fails_with_a_message_not_a_traceback(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    for args, message in (
+        (["--condition", "foggy"], "condition must be one of"),
+        (["--world", str(tmp_path / "absent.yaml")], "does not exist"),
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-m", "r2s2r", "sim", "demo", "--out", str(tmp_path), *args],
+            capture_output=True,
+            text=True,
+        )
+        assert proc.returncode == 2
+        assert message in proc.stderr and "Traceback" not in proc.stderr
