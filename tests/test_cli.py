@@ -64,3 +64,14 @@ def test_bad_input_fails_with_a_message_not_a_traceback(tmp_path) -> None:  # ty
         )
         assert proc.returncode == 2
         assert message in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_missing_warp_extra_names_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+
+    import r2s2r.sim.warp_physics  # noqa: F401  (so that teardown restores it)
+
+    monkeypatch.setitem(sys.modules, "mujoco_warp", None)  # Makes `import mujoco_warp` fail.
+    monkeypatch.delitem(sys.modules, "r2s2r.sim.warp_physics")
+    with pytest.raises(ImportError, match=r"pip install 'r2s2r\[warp\]'"):
+        importlib.import_module("r2s2r.sim.warp_physics")

@@ -17,9 +17,16 @@ from __future__ import annotations
 from typing import Any
 
 import mujoco
-import mujoco_warp as mjw
 import numpy as np
-import warp as wp
+
+from r2s2r.optional import missing_extra
+
+# The one place r2s2r imports MuJoCo Warp and Warp (the 'warp' extra).
+try:
+    import mujoco_warp as mjw
+    import warp as wp
+except ImportError as _err:
+    raise missing_extra(_err, "warp") from _err
 
 # Warp logs every kernel module it loads at INFO level; keep that quiet unless asked for.
 if wp.config.log_level == wp.LOG_INFO:

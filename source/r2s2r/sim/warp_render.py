@@ -24,14 +24,12 @@ MuJoCo Warp 4.0 facts this relies on (read from its source):
 from __future__ import annotations
 
 import mujoco
-import mujoco_warp as mjw
 import numpy as np
-import warp as wp
 
 from r2s2r.sim.appearance import Appearance
 from r2s2r.sim.camera import FisheyeRemap
 from r2s2r.sim.render import CameraPlan
-from r2s2r.sim.warp_physics import WarpPhysics
+from r2s2r.sim.warp_physics import WarpPhysics, mjw, wp
 
 __all__ = ["DeviceRemap", "WarpSceneRenderer", "pack_rgb"]
 
