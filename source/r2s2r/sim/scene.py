@@ -69,7 +69,7 @@ def build_spec(task: TaskSpec, world: WorldSpec) -> mujoco.MjSpec:
     spec.option.impratio = 5.0
     _visual(spec, world)
     _static_cell(spec, task, world)
-    _belt(spec, world)
+    _belt(spec, task, world)
     for side in ARM_SIDES:
         _arm_and_hand(spec, world, side)
     _cameras(spec, world)
@@ -160,12 +160,12 @@ def _static_cell(spec: mujoco.MjSpec, task: TaskSpec, world: WorldSpec) -> None:
             body.add_geom(type=mujoco.mjtGeom.mjGEOM_BOX, size=size, pos=pos, rgba=list(b.rgba))
 
 
-def _belt(spec: mujoco.MjSpec, world: WorldSpec) -> None:
+def _belt(spec: mujoco.MjSpec, task: TaskSpec, world: WorldSpec) -> None:
     """A moving belt: a slab on a slide joint, driven by a velocity actuator.
 
-    The slab is one texture period longer than the visible belt at each end; the env shifts
-    it back by a whole period when it has travelled that far, which changes neither what
-    rests on it nor how it looks.
+    The slab is half a texture period longer than the stand at each end; the env shifts it
+    back by a whole period whenever it has travelled half a period, which changes neither
+    what rests on it nor how it looks, so its ends stay within one period of the stand's.
     """
     belt = world.layout.belt
     frame = spec.worldbody.add_body(
@@ -200,13 +200,12 @@ def _belt(spec: mujoco.MjSpec, world: WorldSpec) -> None:
         name="belt",
         type=mujoco.mjtJoint.mjJNT_SLIDE,
         axis=[1, 0, 0],
-        range=[-belt.texture_period, belt.texture_period],
         limited=mujoco.mjtLimited.mjLIMITED_FALSE,
     )
     slab.add_geom(
         name="belt",
         type=mujoco.mjtGeom.mjGEOM_BOX,
-        size=[belt.length / 2 + belt.texture_period, belt.width / 2, belt.thickness / 2],
+        size=[belt.length / 2 + belt.texture_period / 2, belt.width / 2, belt.thickness / 2],
         material="belt_mat",
         friction=[1.2, 0.01, 0.001],
         mass=4.0,
@@ -216,7 +215,8 @@ def _belt(spec: mujoco.MjSpec, world: WorldSpec) -> None:
         name="belt", target="belt", trntype=mujoco.mjtTrn.mjTRN_JOINT, group=GROUP_BELT
     )
     act.set_to_velocity(kv=400.0)
-    act.ctrlrange = [-1.0, 1.0]
+    top_speed = 2.0 * max(task.belt.fast_speed, task.belt.speed_range[1])
+    act.ctrlrange = [-top_speed, top_speed]
     act.ctrllimited = mujoco.mjtLimited.mjLIMITED_TRUE
 
 
