@@ -273,3 +273,21 @@ def test_pick_sort_env_runs_on_mujoco_warp() -> None:
     np.testing.assert_allclose(gpu["tcp_pose"][:, :3], cpu["tcp_pose"][:, :3], atol=POS_TOL_M)
     np.testing.assert_allclose(gpu["arm_joints"], cpu["arm_joints"], atol=ARM_TOL_RAD)
     np.testing.assert_allclose(gpu_info["object_pos"], cpu_info["object_pos"], atol=POS_TOL_M)
+
+
+def test_make_vec_builds_the_batched_env() -> None:
+    import gymnasium as gym
+
+    import r2s2r  # noqa: F401  (registers the ids)
+
+    envs = gym.make_vec(
+        "R2S2R/PickSort-v0", num_envs=2, vectorization_mode="vector_entry_point", images=False
+    )
+    obs, info = envs.reset(seed=3)
+    assert obs["tcp_pose"].shape == (2, 2, 7) and info["success"].shape == (2,)
+    obs, reward, terminated, truncated, info = envs.step(
+        envs.action_space.sample() * 0
+        + (np.concatenate([np.concatenate([p, np.zeros(20)]) for p in obs["tcp_pose"][0]]))
+    )
+    assert reward.shape == (2,) and terminated.shape == (2,)
+    envs.close()

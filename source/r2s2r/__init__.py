@@ -1,7 +1,9 @@
 """r2s2r: real2sim2real co-training for dexterous bimanual manipulation.
 
 Importing the package registers the gymnasium environments:
-``R2S2R/PickSort-v0`` (kwargs ``world``, ``condition``, ``physics``, ...),
+``R2S2R/PickSort-v0`` (kwargs ``world``, ``condition``, ``physics``, ...; with
+``gym.make_vec(id, num_envs=N, vectorization_mode="vector_entry_point")`` the N worlds run
+in one MuJoCo Warp batch),
 ``R2S2R/PickSort-Ungrounded-v0`` (the nominal CAD world) and ``R2S2R/PickSort-Grounded-v0``
 (the world that grounding writes to ``config/world/grounded.yaml``).
 """
@@ -29,6 +31,12 @@ def _make_pick_sort(**kwargs: Any) -> Any:
     return PickSortEnv(**kwargs)
 
 
+def _make_pick_sort_vector(**kwargs: Any) -> Any:
+    from r2s2r.sim.vector_env import PickSortVectorEnv
+
+    return PickSortVectorEnv(**kwargs)
+
+
 def _register() -> None:
     import gymnasium as gym
 
@@ -42,6 +50,7 @@ def _register() -> None:
             gym.register(
                 id=env_id,
                 entry_point=_make_pick_sort,
+                vector_entry_point=_make_pick_sort_vector,
                 kwargs=kwargs,
                 max_episode_steps=None,
                 disable_env_checker=True,
