@@ -285,9 +285,9 @@ def test_make_vec_builds_the_batched_env() -> None:
     )
     obs, info = envs.reset(seed=3)
     assert obs["tcp_pose"].shape == (2, 2, 7) and info["success"].shape == (2,)
-    obs, reward, terminated, truncated, info = envs.step(
-        envs.action_space.sample() * 0
-        + (np.concatenate([np.concatenate([p, np.zeros(20)]) for p in obs["tcp_pose"][0]]))
+    hold = np.stack(
+        [np.concatenate([np.concatenate([p, np.zeros(20)]) for p in w]) for w in obs["tcp_pose"]]
     )
+    obs, reward, terminated, truncated, info = envs.step(hold)
     assert reward.shape == (2,) and terminated.shape == (2,)
     envs.close()
