@@ -306,6 +306,30 @@ def _cameras(spec: mujoco.MjSpec, world: WorldSpec) -> None:
         rot_cv = Rotation.from_quat(cam.pose.quat, scalar_first=True).as_matrix()
         rot_mj = Rotation.from_matrix(rot_cv @ MJ_FROM_CV)
         parent.add_camera(name=name, pos=list(cam.pose.pos), quat=quat_wxyz(rot_mj), fovy=60.0)
+        if cam.mount == "world":
+            _camera_frame(spec, np.asarray(cam.pose.pos), rot_cv[:, 2])
+
+
+def _camera_frame(spec: mujoco.MjSpec, pos: np.ndarray, optical_axis: np.ndarray) -> None:
+    """A post and an arm holding a world-mounted camera from behind (visual only)."""
+    back = -optical_axis[:2] / max(np.linalg.norm(optical_axis[:2]), 1e-9)
+    foot = np.array([*(pos[:2] + 0.6 * back), 0.0])
+    top = np.array([foot[0], foot[1], pos[2] + 0.05])
+    style = {"rgba": [0.3, 0.3, 0.32, 1.0], "contype": 0, "conaffinity": 0, "group": 1}
+    wb = spec.worldbody
+    wb.add_geom(
+        type=mujoco.mjtGeom.mjGEOM_CAPSULE, fromto=[*foot, *top], size=[0.025, 0, 0], **style
+    )
+    holder = pos - 0.04 * optical_axis + [0.0, 0.0, 0.05]
+    wb.add_geom(
+        type=mujoco.mjtGeom.mjGEOM_CAPSULE, fromto=[*top, *holder], size=[0.02, 0, 0], **style
+    )
+    wb.add_geom(
+        type=mujoco.mjtGeom.mjGEOM_BOX,
+        pos=list(pos - 0.03 * optical_axis),
+        size=[0.09, 0.015, 0.015],
+        **style,
+    )
 
 
 def _object(spec: mujoco.MjSpec, obj: ObjectSpec, index: int) -> None:
