@@ -86,6 +86,9 @@ def build_scene(task: TaskSpec, world: WorldSpec) -> Scene:
     # MuJoCo's near clipping plane is relative to the model's extent (metres across the whole
     # floor); a wrist camera must see its own palm a few centimetres away.
     model.vis.map.znear = NEAR_CLIP_M / model.stat.extent
+    # Viewers' free cameras look at the cell, not at the centre of everything (which the
+    # unused objects parked far away would pull aside).
+    model.stat.center[:] = [0.0, -0.25, world.layout.table_height]
     return Scene(model=model, task=task, world=world)
 
 
@@ -96,6 +99,9 @@ def _visual(spec: mujoco.MjSpec, world: WorldSpec) -> None:
     vis.quality.offsamples = world.render.offsamples
     vis.quality.numslices = world.render.tessellation
     vis.quality.numstacks = max(4, (2 * world.render.tessellation) // 3)
+    # The viewer's free camera starts above the cell's left front corner.
+    vis.global_.azimuth = -50.0
+    vis.global_.elevation = -30.0
     vis.global_.offwidth = 1280
     vis.global_.offheight = 1280
     light = world.lighting
