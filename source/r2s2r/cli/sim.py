@@ -65,6 +65,20 @@ def bench(
 
 
 @app.command()
+def export(
+    out: Annotated[Path, typer.Option(help="MJCF file to write")] = Path("outputs/cell.xml"),
+    world: WorldOpt = "nominal",
+    task: Annotated[str, typer.Option(help="task preset or TaskSpec YAML")] = "pick_sort",
+) -> None:
+    """Write the cell as a standalone MJCF file (for MuJoCo's tools or other simulators)."""
+    from r2s2r.sim.scene import export_mjcf
+    from r2s2r.worlds import load_task, load_world
+
+    path = export_mjcf(load_task(task), load_world(world), out)
+    typer.echo(f"wrote {path}")
+
+
+@app.command()
 def view(world: WorldOpt = "nominal", condition: ConditionOpt = "nominal", seed: int = 0) -> None:
     """Open MuJoCo's interactive viewer on the cell (needs a display)."""
     import os

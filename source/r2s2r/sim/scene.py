@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import mujoco
 import numpy as np
@@ -90,6 +91,16 @@ def build_scene(task: TaskSpec, world: WorldSpec) -> Scene:
     # unused objects parked far away would pull aside).
     model.stat.center[:] = [0.0, -0.25, world.layout.table_height]
     return Scene(model=model, task=task, world=world)
+
+
+def export_mjcf(task: TaskSpec, world: WorldSpec, path: str | Path) -> Path:
+    """Write the cell as one self-contained MJCF file (textures are builtin, no meshes)."""
+    path = Path(path)
+    spec = build_spec(task, world)
+    spec.compile()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(spec.to_xml())
+    return path
 
 
 def _visual(spec: mujoco.MjSpec, world: WorldSpec) -> None:
