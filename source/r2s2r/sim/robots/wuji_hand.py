@@ -1,47 +1,20 @@
-"""Programmatic MjSpec builders for the Flexiv Rizon 4S arm and the Wuji 20-DoF hand."""
+"""The Wuji Hand 2 (20 DoF, 5 fingers x 4 joints, thumb first) built with MjSpec."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import mujoco
 import numpy as np
 
-Vec3 = Sequence[float]
-Quat = Sequence[float]
-
-# Joint origins (parent -> child translation in metres, roll-pitch-yaw in radians) for j1..j7
-# followed by the fixed flange. Every joint frame coincides with its child body frame.
-RIZON4S_JOINT_ORIGINS: list[tuple[tuple[float, float, float], tuple[float, float, float]]] = [
-    ((0.0, 0.0, 0.155), (0.0, 0.0, -np.pi)),
-    ((0.0, 0.03, 0.21), (0.0, 0.0, 0.0)),
-    ((0.0, 0.035, 0.205), (0.0, 0.0, 0.0)),
-    ((-0.02, -0.03, 0.19), (0.0, 0.0, -np.pi)),
-    ((-0.02, 0.025, 0.195), (0.0, 0.0, -np.pi)),
-    ((0.0, 0.03, 0.19), (0.0, 0.0, 0.0)),
-    ((-0.015, 0.073, 0.11), (0.0, -np.pi / 2, 0.0)),
-    ((0.0, 0.0, 0.124), (0.0, 0.0, -np.pi)),
-]
-RIZON4S_JOINT_AXES: np.ndarray = np.array(
-    [[0, 0, 1], [0, 1, 0], [0, 0, 1], [0, 1, 0], [0, 0, 1], [0, 1, 0], [0, 0, 1]], dtype=float
+from r2s2r.sim.robots.common import (
+    HandNames,
+    Quat,
+    Vec3,
+    angle_scale,
+    cylinder_inertia,
+    set_inertial,
 )
-RIZON4S_JOINT_RANGES: np.ndarray = np.array(
-    [
-        [-2.8798, 2.8798],
-        [-2.3562, 2.3562],
-        [-3.0543, 3.0543],
-        [-1.9548, 2.7751],
-        [-3.0543, 3.0543],
-        [-1.4835, 4.6251],
-        [-3.0543, 3.0543],
-    ]
-)
-RIZON4S_TORQUE_LIMITS: np.ndarray = np.array([123.0, 123.0, 64.0, 64.0, 39.0, 39.0, 39.0])
-RIZON4S_VEL_LIMITS: np.ndarray = np.array([2.0944, 2.0944, 2.4435, 2.4435, 4.8869, 4.8869, 4.8869])
-RIZON4S_LINK_MASSES: np.ndarray = np.array([3.60, 2.69, 2.35, 2.35, 2.31, 2.22, 0.77])
-# Capsule radii of the link collision geometry (upper arm thicker than the wrist).
-RIZON4S_LINK_RADII: tuple[float, ...] = (0.065, 0.06, 0.055, 0.055, 0.05, 0.05, 0.04)
 
 # Wuji hand joint limits per finger (j1 abduction, j2 MCP, j3 PIP, j4 DIP), radians.
 WUJI_THUMB_RANGES: np.ndarray = np.array([[0.0, 1.6], [0.0, 1.6], [0.0, 1.6], [0.0, 1.4]])
@@ -55,193 +28,7 @@ WUJI_PALM_HALF: tuple[float, float, float] = (0.045, 0.015, 0.05)
 WUJI_PALM_MASS: float = 0.35
 WUJI_PHALANX_MASSES: tuple[float, float, float, float] = (0.01, 0.02, 0.015, 0.01)
 
-_ARM_RGBA = (0.85, 0.85, 0.87, 1.0)
 _HAND_RGBA = (0.25, 0.25, 0.28, 1.0)
-
-
-@dataclass(frozen=True)
-class ArmNames:
-    """Names of the elements created by :func:`add_rizon4s`."""
-
-    base: str
-    joints: tuple[str, ...]
-    flange: str
-    flange_site: str
-    tcp_site: str
-
-
-@dataclass(frozen=True)
-class HandNames:
-    """Names of the elements created by :func:`add_wuji_hand`."""
-
-    joints: tuple[str, ...]
-    tip_sites: tuple[str, ...]
-    palm_site: str
-    bodies: tuple[str, ...]
-
-
-def rpy_to_matrix(rpy: Sequence[float]) -> np.ndarray:
-    """Return the rotation matrix Rz(yaw) @ Ry(pitch) @ Rx(roll) (URDF convention)."""
-    r, p, y = rpy
-    cr, sr, cp, sp, cy, sy = np.cos(r), np.sin(r), np.cos(p), np.sin(p), np.cos(y), np.sin(y)
-    rx = np.array([[1.0, 0.0, 0.0], [0.0, cr, -sr], [0.0, sr, cr]])
-    ry = np.array([[cp, 0.0, sp], [0.0, 1.0, 0.0], [-sp, 0.0, cp]])
-    rz = np.array([[cy, -sy, 0.0], [sy, cy, 0.0], [0.0, 0.0, 1.0]])
-    return rz @ ry @ rx
-
-
-def rpy_to_quat(rpy: Sequence[float]) -> np.ndarray:
-    """Return the unit quaternion (w, x, y, z) of a roll-pitch-yaw rotation."""
-    quat = np.zeros(4)
-    mujoco.mju_mat2Quat(quat, rpy_to_matrix(rpy).ravel())
-    return quat
-
-
-def _axis_angle_matrix(axis: np.ndarray, angle: float) -> np.ndarray:
-    """Return the rotation matrix of ``angle`` radians about the unit vector ``axis``."""
-    x, y, z = axis
-    k = np.array([[0.0, -z, y], [z, 0.0, -x], [-y, x, 0.0]])
-    return np.eye(3) + np.sin(angle) * k + (1.0 - np.cos(angle)) * (k @ k)
-
-
-def rizon4s_fk(q: np.ndarray) -> np.ndarray:
-    """Return the 4x4 flange pose in the arm base frame for joint angles ``q`` (7,)."""
-    q = np.asarray(q, dtype=float).reshape(7)
-    pose = np.eye(4)
-    for i, (pos, rpy) in enumerate(RIZON4S_JOINT_ORIGINS):
-        step = np.eye(4)
-        step[:3, :3] = rpy_to_matrix(rpy)
-        step[:3, 3] = pos
-        if i < 7:
-            step[:3, :3] = step[:3, :3] @ _axis_angle_matrix(RIZON4S_JOINT_AXES[i], q[i])
-        pose = pose @ step
-    return pose
-
-
-def _angle_scale(element: mujoco.MjsBody) -> float:
-    """Return the factor converting radians to the angle unit the spec compiler expects."""
-    # MjSpec defaults to ``compiler.degree = True``, which also applies to joint ranges set via
-    # the Python API, so radian values must be converted unless the user switched it off.
-    return 180.0 / np.pi if element.compiler.degree else 1.0
-
-
-def _cylinder_inertia(mass: float, radius: float, length: float) -> list[float]:
-    """Return the diagonal inertia of a solid cylinder whose axis is the local z axis."""
-    ixx = mass * (3.0 * radius**2 + length**2) / 12.0
-    return [ixx, ixx, 0.5 * mass * radius**2]
-
-
-def _set_inertial(
-    body: mujoco.MjsBody, mass: float, ipos: Sequence[float], inertia: Sequence[float]
-) -> None:
-    """Give ``body`` an explicit inertial so its mass is exactly ``mass``."""
-    body.explicitinertial = True
-    body.mass = mass
-    body.ipos = list(ipos)
-    body.inertia = list(inertia)
-
-
-def _segment_quat(vec: np.ndarray) -> np.ndarray:
-    """Return a quaternion rotating the local z axis onto the direction of ``vec``."""
-    quat = np.zeros(4)
-    norm = float(np.linalg.norm(vec))
-    if norm < 1e-12:
-        quat[0] = 1.0
-        return quat
-    mujoco.mju_quatZ2Vec(quat, np.asarray(vec, dtype=float) / norm)
-    return quat
-
-
-def add_rizon4s(
-    parent: mujoco.MjsBody,
-    prefix: str,
-    pos: Vec3 = (0.0, 0.0, 0.0),
-    quat: Quat = (1.0, 0.0, 0.0, 0.0),
-    tcp_offset: float = 0.12,
-    armature: float = 0.1,
-    damping: float = 1.0,
-) -> ArmNames:
-    """Add a Flexiv Rizon 4S 7-DoF arm under ``parent`` and return its element names."""
-    scale = _angle_scale(parent)
-    base = parent.add_body(name=f"{prefix}base", pos=list(pos), quat=list(quat))
-    _set_inertial(base, 3.7, (0.0, 0.0, 0.07), _cylinder_inertia(3.7, 0.07, 0.155))
-    # A static base is welded to the world, where MuJoCo does not filter parent-child contacts,
-    # so only the lower part of the base collides (clear of the link1 capsule).
-    base.add_geom(
-        name=f"{prefix}base_geom",
-        type=mujoco.mjtGeom.mjGEOM_CYLINDER,
-        size=[0.07, 0.04, 0.0],
-        pos=[0.0, 0.0, 0.04],
-        rgba=list(_ARM_RGBA),
-    )
-    base.add_geom(
-        name=f"{prefix}base_visual",
-        type=mujoco.mjtGeom.mjGEOM_CYLINDER,
-        size=[0.07, 0.0775, 0.0],
-        pos=[0.0, 0.0, 0.0775],
-        rgba=list(_ARM_RGBA),
-        contype=0,
-        conaffinity=0,
-        group=2,
-    )
-    joints: list[str] = []
-    body = base
-    for i in range(7):
-        jpos, rpy = RIZON4S_JOINT_ORIGINS[i]
-        name = f"{prefix}link{i + 1}"
-        body = body.add_body(name=name, pos=list(jpos), quat=list(rpy_to_quat(rpy)))
-        body.gravcomp = 1.0
-        jname = f"{prefix}j{i + 1}"
-        body.add_joint(
-            name=jname,
-            type=mujoco.mjtJoint.mjJNT_HINGE,
-            axis=list(RIZON4S_JOINT_AXES[i]),
-            limited=mujoco.mjtLimited.mjLIMITED_TRUE,
-            range=list(RIZON4S_JOINT_RANGES[i] * scale),
-            actfrclimited=mujoco.mjtLimited.mjLIMITED_TRUE,
-            actfrcrange=[-RIZON4S_TORQUE_LIMITS[i], RIZON4S_TORQUE_LIMITS[i]],
-            actgravcomp=True,
-            armature=armature,
-            damping=[damping, 0.0, 0.0],
-        )
-        joints.append(jname)
-        # The link capsule runs from this joint to the next joint (or the flange).
-        seg = np.array(RIZON4S_JOINT_ORIGINS[i + 1][0])
-        radius = RIZON4S_LINK_RADII[i]
-        length = float(np.linalg.norm(seg))
-        body.add_geom(
-            name=f"{name}_geom",
-            type=mujoco.mjtGeom.mjGEOM_CAPSULE,
-            fromto=[0.0, 0.0, 0.0, *seg],
-            size=[radius, 0.0, 0.0],
-            rgba=list(_ARM_RGBA if i % 2 == 0 else (0.97, 0.97, 0.97, 1.0)),
-        )
-        mass = float(RIZON4S_LINK_MASSES[i])
-        _set_inertial(body, mass, list(0.5 * seg), _cylinder_inertia(mass, radius, length))
-        body.iquat = list(_segment_quat(seg))
-    fpos, frpy = RIZON4S_JOINT_ORIGINS[7]
-    flange = body.add_body(name=f"{prefix}flange", pos=list(fpos), quat=list(rpy_to_quat(frpy)))
-    flange.gravcomp = 1.0
-    _set_inertial(flange, 0.05, (0.0, 0.0, -0.005), _cylinder_inertia(0.05, 0.04, 0.01))
-    flange.add_geom(
-        name=f"{prefix}flange_geom",
-        type=mujoco.mjtGeom.mjGEOM_CYLINDER,
-        size=[0.04, 0.005, 0.0],
-        pos=[0.0, 0.0, -0.005],
-        rgba=[0.3, 0.3, 0.3, 1.0],
-        contype=0,
-        conaffinity=0,
-        group=2,
-    )
-    flange.add_site(name=f"{prefix}flange_site", size=[0.005, 0.0, 0.0])
-    flange.add_site(name=f"{prefix}tcp", pos=[0.0, 0.0, tcp_offset], size=[0.008, 0.0, 0.0])
-    return ArmNames(
-        base=f"{prefix}base",
-        joints=tuple(joints),
-        flange=f"{prefix}flange",
-        flange_site=f"{prefix}flange_site",
-        tcp_site=f"{prefix}tcp",
-    )
 
 
 def _mirror_vec(v: Sequence[float], mirror: bool) -> list[float]:
@@ -264,11 +51,11 @@ def _add_phalanx(
 ) -> mujoco.MjsBody:
     """Add a phalanx body whose capsule starts at the body origin and runs along local z."""
     body = parent.add_body(name=name, pos=list(pos))
-    _set_inertial(
+    set_inertial(
         body,
         mass,
         (0.0, 0.0, 0.5 * length),
-        _cylinder_inertia(mass, WUJI_PHALANX_RADIUS, length),
+        cylinder_inertia(mass, WUJI_PHALANX_RADIUS, length),
     )
     body.add_geom(
         name=f"{name}_geom",
@@ -298,7 +85,7 @@ def add_wuji_hand(
     if side not in ("right", "left"):
         raise ValueError(f"side must be 'right' or 'left', got {side!r}")
     mirror = side == "left"
-    scale = _angle_scale(parent)
+    scale = angle_scale(parent)
     hx, hy, hz = WUJI_PALM_HALF
     palm = parent.add_body(name=f"{prefix}palm_link", pos=list(pos), quat=list(quat))
     palm.gravcomp = gravcomp
@@ -308,7 +95,7 @@ def add_wuji_hand(
         m * (hx**2 + hz**2) / 3.0,
         m * (hx**2 + hy**2) / 3.0,
     ]
-    _set_inertial(palm, m, (0.0, 0.0, hz), box_inertia)
+    set_inertial(palm, m, (0.0, 0.0, hz), box_inertia)
     palm.add_geom(
         name=f"{prefix}palm_geom",
         type=mujoco.mjtGeom.mjGEOM_BOX,
@@ -346,11 +133,11 @@ def add_wuji_hand(
             seg_lengths = WUJI_PHALANX_LENGTHS
         root = palm.add_body(name=f"{tag}_link1", pos=_mirror_vec(root_pos, mirror), quat=root_quat)
         mass = WUJI_PHALANX_MASSES[0]
-        _set_inertial(
+        set_inertial(
             root,
             mass,
             (0.0, 0.0, 0.5 * meta),
-            _cylinder_inertia(mass, WUJI_PHALANX_RADIUS, max(meta, 0.01)),
+            cylinder_inertia(mass, WUJI_PHALANX_RADIUS, max(meta, 0.01)),
         )
         if meta > 0.0:
             # The metacarpal overlaps the palm box, so it is visual only (the palm collides).
