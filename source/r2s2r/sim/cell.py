@@ -170,8 +170,17 @@ class Cell:
         ctrl[self.idx.joint_ctrl] = world.controller.home
         return data.qpos.copy(), ctrl, tcp
 
-    def reset(self, worlds: np.ndarray, rngs: list[np.random.Generator]) -> None:
-        """Start new episodes in ``worlds`` (indices), each drawn from its own generator."""
+    def reset(
+        self,
+        worlds: np.ndarray,
+        rngs: list[np.random.Generator],
+        objects: list[str] | None = None,
+    ) -> None:
+        """Start new episodes in ``worlds`` (indices), each drawn from its own generator.
+
+        ``objects`` names the objects to spawn (one per spawn slot, in every reset world)
+        instead of drawing them from the condition's pool.
+        """
         task = self.scene.task
         belt = task.belt
         fast = self.condition in ("fast_belt", "all_shifts")
@@ -187,6 +196,14 @@ class Cell:
             self.spawn_yaw[w] = (
                 rng.uniform(-np.pi, np.pi, len(self.spawn_time)) if task.spawn.random_yaw else 0.0
             )
+        if objects is not None:
+            names = [o.name for o in self.objects]
+            unknown = [o for o in objects if o not in names]
+            if unknown or len(objects) != len(self.spawn_time):
+                raise ValueError(
+                    f"objects: expected {len(self.spawn_time)} names from {names}, got {objects}"
+                )
+            self.chosen[worlds] = [names.index(o) for o in objects]
         k = len(worlds)
         self.spawned[worlds] = False
         self.status[worlds] = PENDING
@@ -251,6 +268,11 @@ class Cell:
         self._wrap_belt()
         self._spawn_due(self._all_worlds)
         self._judge()
+
+    def set_belt_speed(self, worlds: np.ndarray, speed: float | np.ndarray) -> None:
+        """Command the belt's speed (m/s) in ``worlds`` from the next step on."""
+        self.belt_speed[worlds] = speed
+        self.ctrl[worlds, self.idx.belt_ctrl] = self.belt_speed[worlds]
 
     @property
     def time(self) -> np.ndarray:

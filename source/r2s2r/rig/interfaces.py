@@ -1,0 +1,120 @@
+"""The hardware interfaces every stage talks to; the twin and the real cell implement them.
+
+Poses are ``[x, y, z, qw, qx, qy, qz]`` in metres in the cell frame (the Flexiv RDK's
+convention). Every reading carries the time it was taken, in seconds on the rig's clock
+(``Rig.now()``): the twin's simulated time, or the host's monotonic clock on hardware.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from r2s2r.sim.camera import Intrinsics
+
+
+@dataclass(frozen=True)
+class ArmState:
+    """One arm reading: joint positions/velocities (7,) and the TCP pose (7,)."""
+
+    stamp: float
+    q: np.ndarray
+    dq: np.ndarray
+    tcp_pose: np.ndarray
+
+
+@dataclass(frozen=True)
+class HandState:
+    """One hand reading: joint positions (20,), thumb first."""
+
+    stamp: float
+    q: np.ndarray
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One camera image (H, W, 3) uint8 RGB, or a depth map (H, W) float32 in metres."""
+
+    stamp: float
+    image: np.ndarray
+
+
+@dataclass(frozen=True)
+class HandKeypoints:
+    """21 hand keypoints (21, 3) in the tracker frame and the wrist pose (7,)."""
+
+    stamp: float
+    keypoints: np.ndarray
+    wrist_pose: np.ndarray
+
+
+@runtime_checkable
+class Arm(Protocol):
+    name: str
+
+    def state(self) -> ArmState: ...
+
+    def send_tcp_target(self, pose: np.ndarray) -> None:
+        """Command a TCP pose target (7,); the arm moves there under its own limits."""
+        ...
+
+    def stop(self) -> None:
+        """Stop the arm and hold the current pose until commanded again."""
+        ...
+
+
+@runtime_checkable
+class Hand(Protocol):
+    name: str
+
+    def state(self) -> HandState: ...
+
+    def send_joint_targets(self, q: np.ndarray) -> None:
+        """Command 20 joint position targets (radians, thumb first)."""
+        ...
+
+
+@runtime_checkable
+class Camera(Protocol):
+    name: str
+
+    def intrinsics(self) -> Intrinsics:
+        """The intrinsics the driver reports (nominal for the twin, as a real driver's are)."""
+        ...
+
+    def read(self) -> Frame:
+        """The latest frame."""
+        ...
+
+
+@runtime_checkable
+class DepthCamera(Camera, Protocol):
+    def read_depth(self) -> Frame: ...
+
+
+@runtime_checkable
+class HandTracker(Protocol):
+    name: str
+
+    def read(self) -> HandKeypoints: ...
+
+
+@runtime_checkable
+class Conveyor(Protocol):
+    def set_speed(self, speed: float) -> None:
+        """Belt speed in m/s along its direction of travel."""
+        ...
+
+    def speed(self) -> float: ...
+
+
+@runtime_checkable
+class ObjectPresenter(Protocol):
+    def present(self, object_name: str | None = None) -> str:
+        """Put an object on the belt (twin: spawn it; hardware: prompt the operator).
+
+        Returns the name of the object presented.
+        """
+        ...

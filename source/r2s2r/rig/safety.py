@@ -1,0 +1,246 @@
+"""The safety supervisor: every command to an arm or a hand, twin or real, passes through it.
+
+It rejects non-finite commands, keeps TCP targets inside a workspace box, limits how fast the
+commanded target may move, clamps hand targets to their joint ranges, holds the arms when
+commands stop arriving (and stops them after a longer gap), holds them when a watched camera
+stops delivering frames, and offers an emergency stop callable from any thread. Each
+intervention is logged on the ``r2s2r.safety`` logger and kept in ``events``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from r2s2r.rig.interfaces import Arm, ArmState, Camera, Hand, HandState
+from r2s2r.sim import robots
+
+log = logging.getLogger("r2s2r.safety")
+
+
+@dataclass(frozen=True)
+class SafetyLimits:
+    """Limits the supervisor enforces (cell frame, metres, radians, seconds)."""
+
+    workspace_min: tuple[float, float, float] = (-1.0, -0.9, 0.78)
+    workspace_max: tuple[float, float, float] = (1.0, 0.35, 1.6)
+    # How fast the commanded TCP target may move.
+    max_lin_vel: float = 1.0
+    max_ang_vel: float = 2.5
+    # A target further than this from the last accepted one is refused outright.
+    max_jump_m: float = 0.25
+    # Command gaps: hold the current pose after this long, stop the arm after this long.
+    hold_after_s: float = 0.1
+    stop_after_s: float = 0.5
+    # A watched camera whose newest frame is older than this makes the arms hold.
+    camera_timeout_s: float = 0.2
+    hand_ranges: np.ndarray = field(default_factory=lambda: robots.WUJI_HAND_JOINT_RANGES.copy())
+
+
+@dataclass(frozen=True)
+class SafetyEvent:
+    stamp: float
+    device: str
+    kind: str  # rejected | clamped | limited | hold | stop | estop | camera_stall
+    detail: str
+
+
+class SafetySupervisor:
+    """Wraps a rig's arms and hands; hand out ``arm(name)`` / ``hand(name)`` instead."""
+
+    def __init__(
+        self,
+        arms: dict[str, Arm],
+        hands: dict[str, Hand],
+        clock: Callable[[], float],
+        limits: SafetyLimits | None = None,
+    ) -> None:
+        self.limits = limits or SafetyLimits()
+        self.clock = clock
+        self.events: list[SafetyEvent] = []
+        self._lock = threading.RLock()
+        self._estopped = False
+        self._cameras: list[Camera] = []
+        self._arms = {name: SafeArm(self, arm) for name, arm in arms.items()}
+        self._hands = {name: SafeHand(self, hand) for name, hand in hands.items()}
+
+    def arm(self, name: str) -> SafeArm:
+        return self._arms[name]
+
+    def hand(self, name: str) -> SafeHand:
+        return self._hands[name]
+
+    @property
+    def estopped(self) -> bool:
+        return self._estopped
+
+    def watch_camera(self, camera: Camera) -> None:
+        """Hold the arms whenever ``camera`` stops delivering fresh frames."""
+        self._cameras.append(camera)
+
+    def emergency_stop(self, reason: str = "emergency stop") -> None:
+        """Stop every arm now and refuse commands until ``release_estop``; thread-safe."""
+        with self._lock:
+            self._estopped = True
+            for arm in self._arms.values():
+                arm.inner.stop()
+            self._event("all", "estop", reason)
+
+    def release_estop(self) -> None:
+        with self._lock:
+            self._estopped = False
+            for arm in self._arms.values():
+                arm.resync()
+            self._event("all", "estop", "released")
+
+    def tick(self) -> None:
+        """The watchdog; call it every control period (hardware: from a timer thread)."""
+        with self._lock:
+            now = self.clock()
+            for cam in self._cameras:
+                age = now - cam.read().stamp
+                if age > self.limits.camera_timeout_s:
+                    for arm in self._arms.values():
+                        arm.hold(
+                            f"camera {cam.name} stalled ({age:.2f} s without a frame)",
+                            kind="camera_stall",
+                        )
+                    return
+            for arm in self._arms.values():
+                arm.watchdog(now)
+
+    def _event(self, device: str, kind: str, detail: str) -> None:
+        event = SafetyEvent(self.clock(), device, kind, detail)
+        self.events.append(event)
+        level = (
+            logging.WARNING
+            if kind in ("rejected", "stop", "estop", "camera_stall")
+            else logging.INFO
+        )
+        log.log(level, "%s %s: %s", device, kind, detail)
+
+
+class SafeArm:
+    """An ``Arm`` whose commands are checked and limited by the supervisor."""
+
+    def __init__(self, supervisor: SafetySupervisor, inner: Arm) -> None:
+        self.sup, self.inner, self.name = supervisor, inner, inner.name
+        self._target = inner.state().tcp_pose.copy()
+        self._last_cmd = supervisor.clock()
+        self._mode = "active"  # active | holding | stopped
+
+    def state(self) -> ArmState:
+        return self.inner.state()
+
+    def stop(self) -> None:
+        with self.sup._lock:
+            self.inner.stop()
+            self._mode = "stopped"
+
+    def resync(self) -> None:
+        """Take the arm's current pose as the last accepted target."""
+        self._target = self.inner.state().tcp_pose.copy()
+        self._last_cmd = self.sup.clock()
+        self._mode = "active"
+
+    def send_tcp_target(self, pose: np.ndarray) -> None:
+        lim, sup = self.sup.limits, self.sup
+        with sup._lock:
+            now = sup.clock()
+            if sup.estopped:
+                sup._event(self.name, "rejected", "emergency stop is latched")
+                return
+            pose = np.asarray(pose, dtype=float)
+            if pose.shape != (7,) or not np.isfinite(pose).all():
+                sup._event(self.name, "rejected", f"non-finite or malformed target {pose}")
+                self.hold("holding after a rejected command")
+                return
+            quat = pose[3:] / max(np.linalg.norm(pose[3:]), 1e-12)
+            pos = pose[:3]
+            if np.linalg.norm(pos - self._target[:3]) > lim.max_jump_m:
+                sup._event(
+                    self.name,
+                    "rejected",
+                    f"target jumps {np.linalg.norm(pos - self._target[:3]):.3f} m "
+                    f"(limit {lim.max_jump_m} m)",
+                )
+                self.hold("holding after a rejected command")
+                return
+            clamped = np.clip(pos, lim.workspace_min, lim.workspace_max)
+            if not np.allclose(clamped, pos):
+                sup._event(self.name, "clamped", f"target {pos} outside the workspace")
+            if self._mode != "active":
+                self.resync()
+            dt = max(now - self._last_cmd, 0.02)
+            step = clamped - self._target[:3]
+            max_step = lim.max_lin_vel * dt
+            if np.linalg.norm(step) > max_step:
+                sup._event(self.name, "limited", "target speed above the linear limit")
+                step *= max_step / np.linalg.norm(step)
+            self._target = np.concatenate(
+                [self._target[:3] + step, _limit_turn(self._target[3:], quat, lim.max_ang_vel * dt)]
+            )
+            self._last_cmd = now
+            self.inner.send_tcp_target(self._target)
+
+    def hold(self, reason: str, kind: str = "hold") -> None:
+        """Command the current pose (once per hold)."""
+        if self._mode == "active":
+            self.inner.stop()
+            self._target = self.inner.state().tcp_pose.copy()
+            self._mode = "holding"
+            self.sup._event(self.name, kind, reason)
+
+    def watchdog(self, now: float) -> None:
+        gap = now - self._last_cmd
+        if self._mode == "stopped" or self.sup.estopped:
+            return
+        if gap > self.sup.limits.stop_after_s:
+            self.inner.stop()
+            self._mode = "stopped"
+            self.sup._event(self.name, "stop", f"no command for {gap:.2f} s")
+        elif gap > self.sup.limits.hold_after_s:
+            self.hold(f"no command for {gap:.2f} s")
+
+
+class SafeHand:
+    """A ``Hand`` whose targets are checked and clamped to the joint ranges."""
+
+    def __init__(self, supervisor: SafetySupervisor, inner: Hand) -> None:
+        self.sup, self.inner, self.name = supervisor, inner, inner.name
+
+    def state(self) -> HandState:
+        return self.inner.state()
+
+    def send_joint_targets(self, q: np.ndarray) -> None:
+        sup, ranges = self.sup, self.sup.limits.hand_ranges
+        with sup._lock:
+            q = np.asarray(q, dtype=float)
+            if sup.estopped:
+                sup._event(self.name, "rejected", "emergency stop is latched")
+                return
+            if q.shape != (20,) or not np.isfinite(q).all():
+                sup._event(self.name, "rejected", f"non-finite or malformed targets {q}")
+                return
+            clamped = np.clip(q, ranges[:, 0], ranges[:, 1])
+            if not np.allclose(clamped, q):
+                sup._event(self.name, "clamped", "hand targets outside the joint ranges")
+            self.inner.send_joint_targets(clamped)
+
+
+def _limit_turn(current: np.ndarray, target: np.ndarray, max_angle: float) -> np.ndarray:
+    """Rotate quaternion ``current`` towards ``target`` by at most ``max_angle`` (slerp)."""
+    dot = float(np.dot(current, target))
+    if dot < 0:
+        target, dot = -target, -dot
+    angle = 2.0 * np.arccos(min(1.0, dot))
+    if angle <= max_angle or angle < 1e-9:
+        return target
+    t = max_angle / angle
+    half = angle / 2
+    out = (np.sin((1 - t) * half) * current + np.sin(t * half) * target) / np.sin(half)
+    return out / np.linalg.norm(out)

@@ -1,0 +1,159 @@
+"""The twin's hidden truth: a WorldSpec that differs from the nominal (CAD) one the way a real
+cell does, and the camera effects that make its images look like a camera's.
+
+Sizes of the offsets follow the reference study (FACTS.md): wrist focal length about 10 %
+off nominal with real fisheye distortion, the head camera about 30 mm / 1.7 degrees off, the
+belt displaced about 24 / 18 mm and 14 mm lower in the CAD world than in reality, a slower,
+laggier arm controller, different hand actuators and different lighting.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.spatial.transform import Rotation
+
+from r2s2r.spec import WorldSpec
+from r2s2r.spec.world import CameraSpec, Pose
+
+
+@dataclass(frozen=True)
+class CameraEffects:
+    """What a real camera does to light that a renderer does not (per camera, hidden)."""
+
+    gain: float  # Exposure gain.
+    white_balance: tuple[float, float, float]  # Per-channel gains (R, G, B).
+    vignetting: float  # Brightness lost at the image corners (0..1).
+    noise_std: float  # Sensor noise, in 8-bit levels.
+    gamma: float
+
+    def apply(self, image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Apply the effects to an (H, W, 3) uint8 render."""
+        h, w = image.shape[:2]
+        yy, xx = np.mgrid[0:h, 0:w]
+        r2 = ((xx - (w - 1) / 2) / (w / 2)) ** 2 + ((yy - (h - 1) / 2) / (h / 2)) ** 2
+        falloff = 1.0 - self.vignetting * np.clip(r2 / 2.0, 0.0, 1.0)
+        img = image.astype(np.float32) / 255.0
+        img = img * (self.gain * falloff[..., None] * np.asarray(self.white_balance, np.float32))
+        img = np.clip(img, 0.0, 1.0) ** (1.0 / self.gamma) * 255.0
+        img += rng.normal(0.0, self.noise_std, img.shape).astype(np.float32)
+        return np.clip(img + 0.5, 0, 255).astype(np.uint8)
+
+
+def _signed(rng: np.random.Generator, lo: float, hi: float) -> float:
+    return float(rng.uniform(lo, hi) * rng.choice([-1.0, 1.0]))
+
+
+def _move_pose(pose: Pose, rng: np.random.Generator, dist_m: float, angle_deg: float) -> Pose:
+    direction = rng.normal(size=3)
+    direction /= np.linalg.norm(direction)
+    axis = rng.normal(size=3)
+    axis /= np.linalg.norm(axis)
+    rot = Rotation.from_rotvec(axis * np.radians(angle_deg)) * Rotation.from_quat(
+        pose.quat, scalar_first=True
+    )
+    return Pose.from_dict(
+        {
+            "pos": list(np.asarray(pose.pos) + dist_m * direction),
+            "quat": list(rot.as_quat(scalar_first=True)),
+        }
+    )
+
+
+def true_world(nominal: WorldSpec, rng: np.random.Generator) -> WorldSpec:
+    """A hidden 'real' world drawn around ``nominal`` with realistic offsets."""
+    cams: dict[str, CameraSpec] = {}
+    for name, cam in nominal.cameras.items():
+        dist: tuple[float, ...]
+        if cam.model == "fisheye":
+            scale = 1.0 + rng.uniform(0.08, 0.12)
+            dist = (
+                rng.uniform(-0.04, 0.04),
+                rng.uniform(-0.01, 0.01),
+                rng.uniform(-0.004, 0.004),
+                rng.uniform(-0.001, 0.001),
+            )
+            pose = _move_pose(cam.pose, rng, rng.uniform(0.002, 0.006), rng.uniform(0.5, 1.5))
+        else:
+            scale = 1.0 + rng.uniform(-0.02, 0.02)
+            dist = cam.dist
+            pose = _move_pose(cam.pose, rng, rng.uniform(0.025, 0.035), rng.uniform(1.4, 2.0))
+        cams[name] = cam.model_copy(
+            update={
+                "fx": cam.fx * scale,
+                "fy": cam.fy * scale * (1.0 + rng.uniform(-0.003, 0.003)),
+                "cx": cam.cx + rng.uniform(-6.0, 6.0),
+                "cy": cam.cy + rng.uniform(-6.0, 6.0),
+                "dist": tuple(dist),
+                "pose": pose,
+                "motion_blur_s": rng.uniform(0.002, 0.006),
+            }
+        )
+    layout = nominal.layout
+    belt = layout.belt.model_copy(
+        update={
+            "pos": (
+                layout.belt.pos[0] + _signed(rng, 0.020, 0.028),
+                layout.belt.pos[1] + _signed(rng, 0.014, 0.022),
+                layout.belt.pos[2] + rng.uniform(0.011, 0.017),
+            )
+        }
+    )
+    ctl = nominal.controller
+    controller = ctl.model_copy(
+        update={
+            "kp_pos": ctl.kp_pos * rng.uniform(0.6, 0.85),
+            "kp_rot": ctl.kp_rot * rng.uniform(0.6, 0.85),
+            "damping_ratio": ctl.damping_ratio * rng.uniform(0.7, 1.3),
+            "delay_s": ctl.delay_s + rng.uniform(0.008, 0.02),
+            "max_lin_vel": ctl.max_lin_vel * rng.uniform(0.7, 0.9),
+            "max_lin_acc": ctl.max_lin_acc * rng.uniform(0.6, 0.9),
+        }
+    )
+    hand = nominal.hand
+    hand_truth = hand.model_copy(
+        update={
+            "kp": tuple(rng.uniform(0.7, 1.3, 20) * hand.kp[0])
+            if len(hand.kp) == 1
+            else tuple(np.asarray(hand.kp) * rng.uniform(0.7, 1.3, 20)),
+            "kv": tuple(np.resize(np.asarray(hand.kv), 20) * rng.uniform(0.7, 1.5, 20)),
+        }
+    )
+    light = nominal.lighting
+    tint = rng.uniform(0.85, 1.0, 3)
+    lighting = light.model_copy(
+        update={
+            "rgb": tuple(tint / tint.max()),
+            "intensity": light.intensity * rng.uniform(0.75, 1.2),
+            "direction": tuple(np.asarray(light.direction) + rng.normal(0, 0.25, 3)),
+        }
+    )
+    render = nominal.render.model_copy(update={"shadows": True})
+    return nominal.replace(
+        name=f"{nominal.name}+twin_truth",
+        cameras=cams,
+        layout=layout.model_copy(update={"belt": belt}),
+        controller=controller,
+        hand=hand_truth,
+        lighting=lighting,
+        render=render,
+    )
+
+
+def true_camera_effects(rng: np.random.Generator, names: list[str]) -> dict[str, CameraEffects]:
+    """Hidden per-camera exposure, white balance, vignetting, noise and gamma."""
+    return {
+        name: CameraEffects(
+            gain=float(rng.uniform(0.9, 1.25)),
+            white_balance=(
+                float(rng.uniform(0.9, 1.1)),
+                float(rng.uniform(0.9, 1.1)),
+                float(rng.uniform(0.9, 1.1)),
+            ),
+            vignetting=float(rng.uniform(0.15, 0.4)),
+            noise_std=float(rng.uniform(1.5, 4.0)),
+            gamma=float(rng.uniform(0.9, 1.15)),
+        )
+        for name in names
+    }

@@ -1,0 +1,240 @@
+"""The digital twin: a stand-in for the real cell behind the rig interfaces.
+
+It simulates a hidden "true" world (``truth.py``) that differs from the nominal one the way a
+real cell does, and shows the rest of the system only the interfaces a real cell has: arms,
+hands, cameras, a conveyor and an object presenter. The truth is readable through one
+explicit call, ``TwinRig.reveal_truth()``, meant for benchmarks and evaluation only.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from r2s2r.rig.interfaces import ArmState, Frame, HandState
+from r2s2r.rig.truth import CameraEffects, true_camera_effects, true_world
+from r2s2r.sim.camera import Intrinsics
+from r2s2r.sim.cell import ACTION_PER_ARM, Cell, set_action_mode
+from r2s2r.sim.physics import MujocoPhysics
+from r2s2r.sim.render import SceneRenderer
+from r2s2r.sim.rotations import mat_to_quat
+from r2s2r.sim.scene import build_scene
+from r2s2r.spec import TaskSpec, WorldSpec
+from r2s2r.spec.world import ARM_SIDES, CAMERA_NAMES
+from r2s2r.worlds import load_task, load_world
+
+
+@dataclass(frozen=True)
+class TwinTruth:
+    """Everything the twin hides: its world and its cameras' effects."""
+
+    world: WorldSpec
+    camera_effects: dict[str, CameraEffects]
+
+
+class TwinRig:
+    """A simulated cell with realistic hidden offsets, driven through the rig interfaces.
+
+    The twin advances only when ``step()`` is called (one 50 Hz period each), as fast as the
+    machine allows, or paced to the wall clock with ``realtime=True`` (for a person
+    teleoperating it).
+    """
+
+    def __init__(
+        self,
+        seed: int = 0,
+        world: str | Path | WorldSpec = "nominal",
+        task: str | Path | TaskSpec = "pick_sort",
+        realtime: bool = False,
+    ) -> None:
+        rng = np.random.default_rng(seed)
+        self.nominal = load_world(world)
+        self.task = load_task(task)
+        self.__truth = TwinTruth(
+            true_world(self.nominal, rng), true_camera_effects(rng, list(CAMERA_NAMES))
+        )
+        scene = build_scene(self.task, self.__truth.world)
+        set_action_mode(scene.model, "tcp")
+        self._physics = MujocoPhysics(scene.model)
+        self._cell = Cell(scene, self._physics)
+        self._rng = np.random.default_rng(seed + 1)
+        self._noise = np.random.default_rng(seed + 2)
+        self.realtime = realtime
+        self._lock = threading.RLock()
+        self._renderer: SceneRenderer | None = None
+        self._frames: dict[str, Frame] = {}
+        self._action = np.zeros(2 * ACTION_PER_ARM)
+        self._wall_start = time.monotonic()
+        self.arms = {side: TwinArm(self, i, side) for i, side in enumerate(ARM_SIDES)}
+        self.hands = {side: TwinHand(self, i, side) for i, side in enumerate(ARM_SIDES)}
+        self.cameras = {name: TwinCamera(self, name) for name in CAMERA_NAMES}
+        self.conveyor = TwinConveyor(self)
+        self.presenter = TwinPresenter(self)
+        self.present()
+
+    # -------------------------------------------------------------- the clock
+    def now(self) -> float:
+        """Simulated time of the current episode, seconds."""
+        return float(self._cell.time[0])
+
+    def step(self, periods: int = 1) -> None:
+        """Advance the twin by ``periods`` control periods with the latest commands."""
+        for _ in range(periods):
+            with self._lock:
+                self._cell.step(self._action[None])
+                self._frames.clear()
+            if self.realtime:
+                delay = self._wall_start + self.now() - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+
+    def present(self, object_name: str | None = None) -> str:
+        """Start an episode: arms home, one object placed at the belt's upstream end."""
+        with self._lock:
+            names = None if object_name is None else [object_name] * self._cell.chosen.shape[1]
+            self._cell.reset(np.array([0]), [self._rng], objects=names)
+            pos, mat = self._physics.site_poses(self._cell.idx.tcp_sites)
+            quat = mat_to_quat(mat[0])
+            for arm in range(2):
+                a = self._action[arm * ACTION_PER_ARM : (arm + 1) * ACTION_PER_ARM]
+                a[:3], a[3:7], a[7:] = pos[0, arm], quat[arm], 0.0
+            self._frames.clear()
+            self._wall_start = time.monotonic()
+            return self._cell.objects[self._cell.chosen[0, 0]].name
+
+    def reveal_truth(self) -> TwinTruth:
+        """The hidden truth. For benchmarks and evaluation only: nothing that grounds the
+        world or learns behavior may call this."""
+        return self.__truth
+
+    # ------------------------------------------------------- shared internals
+    def _arm_state(self, arm: int) -> ArmState:
+        with self._lock:
+            qpos, qvel = self._physics.state()
+            idx = self._cell.idx
+            pos, mat = self._physics.site_poses(idx.tcp_sites[arm : arm + 1])
+            dofs = [
+                self._physics.model.jnt_dofadr[
+                    self._physics.model.joint(f"{ARM_SIDES[arm]}_j{i + 1}").id
+                ]
+                for i in range(7)
+            ]
+            return ArmState(
+                self.now(),
+                qpos[0, idx.arm_qadr[arm]].copy(),
+                qvel[0, dofs].copy(),
+                np.concatenate([pos[0, 0], mat_to_quat(mat[0, 0])]),
+            )
+
+    def _set_action(self, arm: int, start: int, values: np.ndarray) -> None:
+        with self._lock:
+            base = arm * ACTION_PER_ARM + start
+            self._action[base : base + len(values)] = values
+
+    def _render(self, name: str, depth: bool = False) -> Frame:
+        with self._lock:
+            key = name + (":depth" if depth else "")
+            if key not in self._frames:
+                if self._renderer is None:
+                    self._renderer = SceneRenderer(
+                        self._physics.model, self.__truth.world, depth=True
+                    )
+                data = self._physics.mjdata(0)
+                if depth:
+                    self._frames[key] = Frame(self.now(), self._renderer.render_depth(data))
+                else:
+                    views = self._renderer.render(data)
+                    for cam, img in views.items():
+                        effects = self.__truth.camera_effects[cam]
+                        self._frames[cam] = Frame(self.now(), effects.apply(img, self._noise))
+            return self._frames[key]
+
+
+class TwinArm:
+    """One arm of the twin (the ``Arm`` interface)."""
+
+    def __init__(self, rig: TwinRig, index: int, side: str) -> None:
+        self._rig, self._index, self.name = rig, index, f"{side}_arm"
+
+    def state(self) -> ArmState:
+        return self._rig._arm_state(self._index)
+
+    def send_tcp_target(self, pose: np.ndarray) -> None:
+        pose = np.asarray(pose, dtype=float)
+        if pose.shape != (7,):
+            raise ValueError(
+                f"{self.name}: a TCP pose is 7 numbers (x y z qw qx qy qz), got shape {pose.shape}"
+            )
+        self._rig._set_action(self._index, 0, pose)
+
+    def stop(self) -> None:
+        self._rig._set_action(self._index, 0, self.state().tcp_pose)
+
+
+class TwinHand:
+    """One hand of the twin (the ``Hand`` interface)."""
+
+    def __init__(self, rig: TwinRig, index: int, side: str) -> None:
+        self._rig, self._index, self.name = rig, index, f"{side}_hand"
+
+    def state(self) -> HandState:
+        with self._rig._lock:
+            qpos, _ = self._rig._physics.state()
+            q = qpos[0, self._rig._cell.idx.hand_qadr[self._index]].copy()
+        return HandState(self._rig.now(), q)
+
+    def send_joint_targets(self, q: np.ndarray) -> None:
+        q = np.asarray(q, dtype=float)
+        if q.shape != (20,):
+            raise ValueError(f"{self.name}: expected 20 joint targets, got shape {q.shape}")
+        self._rig._set_action(self._index, 7, q)
+
+
+class TwinCamera:
+    """One camera of the twin (``Camera``; the head camera is also a ``DepthCamera``)."""
+
+    def __init__(self, rig: TwinRig, name: str) -> None:
+        self._rig, self.name = rig, name
+
+    def intrinsics(self) -> Intrinsics:
+        # A driver reports the data-sheet intrinsics, not the true ones.
+        cam = self._rig.nominal.cameras[self.name]
+        return Intrinsics(
+            cam.model, cam.width, cam.height, cam.fx, cam.fy, cam.cx, cam.cy, tuple(cam.dist)
+        )
+
+    def read(self) -> Frame:
+        return self._rig._render(self.name)
+
+    def read_depth(self) -> Frame:
+        if self.name != "head":
+            raise ValueError(f"{self.name} has no depth; only the head camera is RGB-D")
+        return self._rig._render(self.name, depth=True)
+
+
+class TwinConveyor:
+    """The twin's belt (the ``Conveyor`` interface)."""
+
+    def __init__(self, rig: TwinRig) -> None:
+        self._rig = rig
+
+    def set_speed(self, speed: float) -> None:
+        with self._rig._lock:
+            self._rig._cell.set_belt_speed(np.array([0]), float(speed))
+
+    def speed(self) -> float:
+        return float(self._rig._cell.belt_speed[0])
+
+
+class TwinPresenter:
+    """Puts an object on the twin's belt (the ``ObjectPresenter`` interface)."""
+
+    def __init__(self, rig: TwinRig) -> None:
+        self._rig = rig
+
+    def present(self, object_name: str | None = None) -> str:
+        return self._rig.present(object_name)
