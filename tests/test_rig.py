@@ -211,3 +211,22 @@ def test_emergency_stop_from_another_thread_latches() -> None:
     sup.release_estop()
     _run(twin, sup, 75, lambda: arm.send_tcp_target(target))
     assert np.linalg.norm(arm.state().tcp_pose[:3] - target[:3]) < 0.01
+
+
+def test_only_benchmarks_and_evaluation_can_reach_the_truth() -> None:
+    """Grounding and behavior code must never read the twin's hidden world."""
+    from pathlib import Path
+
+    import r2s2r
+
+    root = Path(r2s2r.__file__).parent
+    allowed = {"rig/twin.py"}
+    offenders = []
+    for path in root.rglob("*.py"):
+        rel = path.relative_to(root).as_posix()
+        if rel in allowed or rel.startswith("eval/") or path.name.startswith("bench"):
+            continue
+        text = path.read_text()
+        if "reveal_truth" in text or "__truth" in text or "TwinTruth" in text:
+            offenders.append(rel)
+    assert offenders == [], f"modules that reach the twin's truth: {offenders}"
