@@ -7,6 +7,8 @@ import sys
 import typer
 
 from r2s2r import __version__
+from r2s2r.cli.dataset import app as dataset_app
+from r2s2r.cli.rig import app as rig_app
 from r2s2r.cli.sim import app as sim_app
 
 app = typer.Typer(
@@ -15,6 +17,8 @@ app = typer.Typer(
     help="r2s2r: real2sim2real co-training for dexterous manipulation.",
 )
 app.add_typer(sim_app, name="sim")
+app.add_typer(dataset_app, name="dataset")
+app.add_typer(rig_app, name="rig")
 
 
 @app.command()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import cv2
 import numpy as np
 from scipy.spatial.transform import Rotation
 
@@ -30,15 +31,31 @@ class CameraEffects:
 
     def apply(self, image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Apply the effects to an (H, W, 3) uint8 render."""
-        h, w = image.shape[:2]
-        yy, xx = np.mgrid[0:h, 0:w]
-        r2 = ((xx - (w - 1) / 2) / (w / 2)) ** 2 + ((yy - (h - 1) / 2) / (h / 2)) ** 2
-        falloff = 1.0 - self.vignetting * np.clip(r2 / 2.0, 0.0, 1.0)
-        img = image.astype(np.float32) / 255.0
-        img = img * (self.gain * falloff[..., None] * np.asarray(self.white_balance, np.float32))
-        img = np.clip(img, 0.0, 1.0) ** (1.0 / self.gamma) * 255.0
-        img += rng.normal(0.0, self.noise_std, img.shape).astype(np.float32)
-        return np.clip(img + 0.5, 0, 255).astype(np.uint8)
+        gain = self._gain_map(image.shape[:2])
+        lit = cv2.multiply(image, gain, dtype=cv2.CV_8U)
+        lit = cv2.LUT(lit, self._gamma_lut())
+        noise = rng.standard_normal(image.shape, dtype=np.float32) * self.noise_std
+        return cv2.add(lit, noise, dtype=cv2.CV_8U)
+
+    def _gain_map(self, shape: tuple[int, ...]) -> np.ndarray:
+        """Exposure x white balance x vignetting per pixel (H, W, 3) float32, cached."""
+        cache = _GAIN_CACHE.get((self, shape))
+        if cache is None:
+            h, w = shape
+            yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
+            r2 = ((xx - (w - 1) / 2) / (w / 2)) ** 2 + ((yy - (h - 1) / 2) / (h / 2)) ** 2
+            falloff = 1.0 - self.vignetting * np.clip(r2 / 2.0, 0.0, 1.0)
+            wb = np.asarray(self.white_balance, np.float32)
+            cache = (self.gain * falloff[..., None] * wb).astype(np.float32)
+            _GAIN_CACHE[(self, shape)] = cache
+        return cache
+
+    def _gamma_lut(self) -> np.ndarray:
+        levels = np.arange(256, dtype=np.float64) / 255.0
+        return np.clip(levels ** (1.0 / self.gamma) * 255.0 + 0.5, 0, 255).astype(np.uint8)
+
+
+_GAIN_CACHE: dict[tuple[CameraEffects, tuple[int, ...]], np.ndarray] = {}
 
 
 def _signed(rng: np.random.Generator, lo: float, hi: float) -> float:

@@ -16,8 +16,9 @@ import numpy as np
 from r2s2r.sim.camera import FisheyeRemap, Intrinsics, WideRender, plan_wide_render
 from r2s2r.spec.world import CAMERA_NAMES, CameraSpec, WorldSpec
 
-# Renders averaged over the shutter time of a camera with motion blur.
-MOTION_BLUR_SAMPLES = 4
+# Renders averaged over the shutter time of a camera with motion blur (the shutter's start
+# and end; shutter times of a few milliseconds move the image by a pixel or two at most).
+MOTION_BLUR_SAMPLES = 2
 # Sensor size scale for MuJoCo's intrinsic camera mode: one pixel is this many length units.
 _PIXEL = 1e-3
 

@@ -106,7 +106,7 @@ def export_mjcf(task: TaskSpec, world: WorldSpec, path: str | Path) -> Path:
 def _visual(spec: mujoco.MjSpec, world: WorldSpec) -> None:
     vis = spec.visual
     # Shadows and multisampling dominate software-rasterizer cost; they stay off unless asked.
-    vis.quality.shadowsize = 2048 if world.render.shadows else 0
+    vis.quality.shadowsize = world.render.shadow_map if world.render.shadows else 0
     vis.quality.offsamples = world.render.offsamples
     vis.quality.numslices = world.render.tessellation
     vis.quality.numstacks = max(4, (2 * world.render.tessellation) // 3)

@@ -177,6 +177,8 @@ class AssetsSpec(Spec):
 
 class RenderSpec(Spec):
     shadows: bool = False
+    # Shadow map resolution when shadows are on (cost grows with it on a software rasterizer).
+    shadow_map: Annotated[int, Field(ge=128, le=8192)] = 512
     offsamples: Annotated[int, Field(ge=0)] = 0
     # Slices around capsules, cylinders and spheres when drawn (MuJoCo's default is 28; the
     # software rasterizer's cost grows with it, and 12 looks the same at 256 pixels).

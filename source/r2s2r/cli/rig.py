@@ -1,0 +1,27 @@
+"""``r2s2r rig``: the twin and the teleoperation path."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+app = typer.Typer(no_args_is_help=True, help="The rig: twin, teleoperation, safety.")
+
+
+@app.command()
+def bench(
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+    seconds: Annotated[float, typer.Option(help="time per measurement")] = 3.0,
+) -> None:
+    """Measure the twin's real-time factor and the retargeting rate and accuracy."""
+    from r2s2r.rig.bench import run_bench
+
+    result = run_bench(seconds)
+    if as_json:
+        typer.echo(json.dumps(result, indent=2))
+        return
+    for key, value in result.items():
+        shown = f"{value:,.2f}" if isinstance(value, float) else value
+        typer.echo(f"{key:36s} {shown}")
