@@ -1,0 +1,163 @@
+"""What a dataset holds: its configuration, feature names and feature schema.
+
+The schema follows LeRobot's dataset v3.0 ``info.json`` conventions: every feature has a
+``dtype``, a ``shape`` and ``names``; camera streams are ``video`` features keyed
+``observation.images.<camera>``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from r2s2r.spec.world import CAMERA_NAMES
+
+CODEBASE_VERSION = "v3.0"
+# Files per chunk folder, as in LeRobot.
+CHUNKS_SIZE = 1000
+STATE_KEY = "observation.state"
+ACTION_KEY = "action"
+IMAGE_PREFIX = "observation.images."
+# Columns that every frame row carries besides the features.
+INDEX_KEYS = ("timestamp", "frame_index", "episode_index", "index", "task_index")
+
+_ARMS = ("left", "right")
+_POSE = ("x", "y", "z", "qw", "qx", "qy", "qz")
+# Twenty hand joints: five fingers (finger 1 is the thumb) of four hinge joints each.
+_HAND = tuple(f"f{f}_j{j}" for f in range(1, 6) for j in range(1, 5))
+_ARM_JOINTS = tuple(f"j{j}" for j in range(1, 8))
+
+
+class DatasetError(ValueError):
+    """A dataset folder or a frame that does not match what the dataset expects."""
+
+
+def state_names() -> list[str]:
+    """The 68 proprio entries: TCP poses (2x7), arm joints (2x7), hand joints (2x20)."""
+    return (
+        [f"{a}_tcp_{p}" for a in _ARMS for p in _POSE]
+        + [f"{a}_arm_{j}" for a in _ARMS for j in _ARM_JOINTS]
+        + [f"{a}_hand_{h}" for a in _ARMS for h in _HAND]
+    )
+
+
+def action_names(mode: Literal["tcp", "joint"] = "tcp") -> list[str]:
+    """The 54 action entries, per arm (left, right): a TCP or joint target, then the hand."""
+    arm = [f"tcp_{p}" for p in _POSE] if mode == "tcp" else [f"arm_{j}" for j in _ARM_JOINTS]
+    return [f"{a}_{n}" for a in _ARMS for n in [*arm, *(f"hand_{h}" for h in _HAND)]]
+
+
+STATE_DIM = len(state_names())
+ACTION_DIM = len(action_names())
+
+
+@dataclass(frozen=True)
+class CameraCfg:
+    """One camera stream."""
+
+    # Short name, as in the env's ``images`` dict; the feature key is ``observation.images.<name>``.
+    name: str
+    height: int = 256
+    width: int = 256
+
+    @property
+    def key(self) -> str:
+        return IMAGE_PREFIX + self.name
+
+
+@dataclass(frozen=True)
+class VideoCfg:
+    """How camera streams are encoded (H.264 through PyAV)."""
+
+    # ``lossless`` stores exact RGB (libx264rgb, qp 0); files are several times larger.
+    lossless: bool = False
+    # Constant rate factor of the lossy encoder (lower is better and larger).
+    crf: int = 23
+    preset: str = "veryfast"
+    # Keyframe interval in frames: random access decodes at most this many frames.
+    gop: int = 10
+
+
+@dataclass(frozen=True)
+class DatasetCfg:
+    """A dataset's fixed properties, written to ``meta/info.json`` when it is created."""
+
+    fps: int = 50
+    cameras: tuple[CameraCfg, ...] = tuple(CameraCfg(n) for n in CAMERA_NAMES)
+    robot_type: str = "rizon4s_wuji2_bimanual"
+    action_mode: Literal["tcp", "joint"] = "tcp"
+    video: VideoCfg = field(default_factory=VideoCfg)
+
+    def __post_init__(self) -> None:
+        if self.fps <= 0:
+            raise DatasetError(f"fps must be positive, got {self.fps}")
+        names = [c.name for c in self.cameras]
+        if len(set(names)) != len(names):
+            raise DatasetError(f"camera names must be unique, got {names}")
+        for cam in self.cameras:
+            if cam.height % 2 or cam.width % 2 or cam.height <= 0 or cam.width <= 0:
+                raise DatasetError(
+                    f"camera {cam.name!r}: H.264 needs positive even sizes, "
+                    f"got {cam.width}x{cam.height}"
+                )
+
+    def features(self) -> dict[str, dict[str, Any]]:
+        """The ``features`` block of ``info.json``."""
+        v = self.video
+        feats: dict[str, dict[str, Any]] = {}
+        for cam in self.cameras:
+            feats[cam.key] = {
+                "dtype": "video",
+                "shape": [cam.height, cam.width, 3],
+                "names": ["height", "width", "channels"],
+                "info": {
+                    "video.height": cam.height,
+                    "video.width": cam.width,
+                    "video.codec": "h264",
+                    "video.pix_fmt": "gbrp" if v.lossless else "yuv420p",
+                    "video.is_depth_map": False,
+                    "video.fps": self.fps,
+                    "video.channels": 3,
+                    "video.lossless": v.lossless,
+                    "video.crf": 0 if v.lossless else v.crf,
+                    "video.g": v.gop,
+                    "has_audio": False,
+                },
+            }
+        feats[STATE_KEY] = {"dtype": "float32", "shape": [STATE_DIM], "names": state_names()}
+        feats[ACTION_KEY] = {
+            "dtype": "float32",
+            "shape": [ACTION_DIM],
+            "names": action_names(self.action_mode),
+        }
+        feats["timestamp"] = {"dtype": "float32", "shape": [1], "names": None}
+        for key in INDEX_KEYS[1:]:
+            feats[key] = {"dtype": "int64", "shape": [1], "names": None}
+        return feats
+
+    def to_json(self) -> dict[str, Any]:
+        """This config as stored under ``r2s2r`` in ``info.json`` (to reopen the dataset)."""
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> DatasetCfg:
+        """The inverse of ``to_json``."""
+        return cls(
+            fps=int(data["fps"]),
+            cameras=tuple(CameraCfg(**c) for c in data["cameras"]),
+            robot_type=str(data["robot_type"]),
+            action_mode=data["action_mode"],
+            video=VideoCfg(**data["video"]),
+        )
+
+
+# Per-episode metadata columns of this project (beyond LeRobot's), with their Arrow types.
+EPISODE_META_FIELDS: dict[str, str] = {
+    "world": "string",
+    "behavior": "string",
+    "source_demo": "string",
+    "belt_speed": "float64",
+    "object_ids": "list<string>",
+    "seed": "int64",
+    "embodiment_id": "int64",
+}
