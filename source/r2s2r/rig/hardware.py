@@ -1,0 +1,264 @@
+"""The real cell behind the rig interfaces, built from a hardware YAML.
+
+``HardwareRig`` has the attributes of ``TwinRig`` (``arms``, ``hands``, ``cameras``,
+``conveyor``, ``presenter``, ``now()``) plus the teleoperation ``trackers``. Its arms and hands
+are the raw drivers, as the twin's are: every stage wraps them in a ``SafetySupervisor``, which
+``supervise()`` builds with the rig's clock, watching its cameras and ticking from a timer
+thread. Each vendor SDK is imported only when its device is built; a missing SDK fails with
+the extra to install.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import numpy as np
+
+from r2s2r.rig.drivers.flexiv import CartesianLimits, FlexivArm
+from r2s2r.rig.drivers.manual import ManualConveyor, OperatorPresenter, Prompt
+from r2s2r.rig.drivers.manus import ManusGlove
+from r2s2r.rig.drivers.opencv_camera import OpenCVCamera
+from r2s2r.rig.drivers.spec import HardwareSpec, IntrinsicsConfig, OpenCVCameraConfig
+from r2s2r.rig.drivers.vive import OpenVRSession, ViveTracker
+from r2s2r.rig.drivers.wuji import WujiHand
+from r2s2r.rig.drivers.zed import ZedCamera
+from r2s2r.rig.interfaces import Arm, Camera, Conveyor, Hand, HandTracker, ObjectPresenter
+from r2s2r.rig.safety import SafetyLimits, SafetySupervisor
+from r2s2r.sim.camera import Intrinsics
+from r2s2r.spec import WorldSpec
+from r2s2r.worlds import load_task, load_world
+
+log = logging.getLogger("r2s2r.drivers")
+# The control period the recorder and the safety watchdog run at (50 Hz).
+PERIOD_S = 0.02
+
+
+class HardwareRig:
+    """The real cell: drivers for two arms, two hands, three cameras, gloves and trackers."""
+
+    def __init__(
+        self,
+        arms: dict[str, Arm],
+        hands: dict[str, Hand],
+        cameras: dict[str, Camera],
+        conveyor: Conveyor,
+        presenter: ObjectPresenter,
+        trackers: dict[str, HandTracker] | None = None,
+        clock: Callable[[], float] | None = None,
+        resources: list[Any] | None = None,
+    ) -> None:
+        self.arms, self.hands, self.cameras = arms, hands, cameras
+        self.conveyor, self.presenter = conveyor, presenter
+        self.trackers = trackers or {}
+        self._start = time.monotonic()
+        self._clock = clock or self._since_start
+        # Things to close besides the devices (a shared OpenVR session).
+        self._resources = resources or []
+        self._next_step = 0.0
+        self._watchdog: threading.Thread | None = None
+        self._stop_watchdog = threading.Event()
+
+    @classmethod
+    def from_config(cls, path: str | Path, prompt: Prompt = input) -> HardwareRig:
+        """Connect every device named in a hardware YAML (see ``HardwareSpec``)."""
+        return build_rig(HardwareSpec.load(path), prompt)
+
+    def _since_start(self) -> float:
+        return time.monotonic() - self._start
+
+    def now(self) -> float:
+        """Seconds on the host's monotonic clock since the rig was opened."""
+        return self._clock()
+
+    def step(self, periods: int = 1) -> None:
+        """Wait until ``periods`` control periods from the last step have passed (as the twin's
+        ``step`` advances them); the real cell moves on its own meanwhile."""
+        self._next_step = max(self._next_step + periods * PERIOD_S, self.now())
+        delay = self._next_step - self.now()
+        if delay > 0:
+            time.sleep(delay)
+
+    def present(self, object_name: str | None = None) -> str:
+        """Have the operator put an object on the belt; returns its name."""
+        return self.presenter.present(object_name)
+
+    def supervise(
+        self, limits: SafetyLimits | None = None, period_s: float = PERIOD_S
+    ) -> SafetySupervisor:
+        """A safety supervisor over the arms and hands, ticked every ``period_s`` by a thread."""
+        if self._watchdog is not None and self._watchdog.is_alive():
+            raise RuntimeError("this rig is already supervised; use the supervisor it returned")
+        sup = SafetySupervisor(self.arms, self.hands, clock=self.now, limits=limits)
+        for camera in self.cameras.values():
+            sup.watch_camera(camera)
+        self._stop_watchdog.clear()
+
+        def tick() -> None:
+            while not self._stop_watchdog.wait(period_s):
+                try:
+                    sup.tick()
+                except Exception as err:  # A watchdog that cannot check must stop the arms.
+                    sup.emergency_stop(f"watchdog failed: {err}")
+                    return
+
+        self._watchdog = threading.Thread(target=tick, name="safety-watchdog", daemon=True)
+        self._watchdog.start()
+        return sup
+
+    def close(self) -> None:
+        """Stop the watchdog and the arms, and release every device."""
+        self._stop_watchdog.set()
+        if self._watchdog is not None:
+            self._watchdog.join(timeout=1.0)
+        devices: list[Any] = [
+            *self.arms.values(),
+            *self.hands.values(),
+            *self.cameras.values(),
+            *self.trackers.values(),
+            *self._resources,
+        ]
+        errors = _close_all(devices)
+        if errors:
+            raise RuntimeError("some devices did not close cleanly: " + "; ".join(errors))
+
+    def __enter__(self) -> HardwareRig:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def build_rig(spec: HardwareSpec, prompt: Prompt = input) -> HardwareRig:
+    """Connect the devices of ``spec`` in order (arms, hands, cameras, gloves); on a failure
+    the devices already open are closed again before the error propagates."""
+    world = load_world(spec.world)
+    start = time.monotonic()
+
+    def clock() -> float:
+        return time.monotonic() - start
+
+    opened: list[Any] = []
+
+    def keep(device: Any) -> Any:
+        opened.append(device)
+        return device
+
+    try:
+        limits = CartesianLimits(**spec.arm_limits.model_dump())
+        arms: dict[str, Arm] = {}
+        for side, arm_cfg in spec.arms.items():
+            base = arm_cfg.base_pose or world.layout.robots[side]
+            arms[side] = keep(
+                FlexivArm(
+                    arm_cfg.serial,
+                    np.array([*base.pos, *base.quat]),
+                    name=f"{side}_arm",
+                    group=arm_cfg.group,
+                    limits=limits,
+                    connect_timeout_s=spec.connect_timeout_s,
+                    clock=clock,
+                )
+            )
+        hands: dict[str, Hand] = {
+            side: keep(WujiHand(f"{side}_hand", hand_cfg.serial, clock=clock))
+            for side, hand_cfg in spec.hands.items()
+        }
+        cameras: dict[str, Camera] = {}
+        for name, cam_cfg in spec.cameras.items():
+            intr = _intrinsics(name, cam_cfg.intrinsics, world)
+            if isinstance(cam_cfg, OpenCVCameraConfig):
+                cameras[name] = keep(
+                    OpenCVCamera(
+                        cam_cfg.device,
+                        intr,
+                        fps=cam_cfg.fps,
+                        name=name,
+                        clock=clock,
+                        fourcc=cam_cfg.fourcc,
+                    )
+                )
+            else:
+                # The intrinsics serve the UVC fallback; the SDK reports its own calibration.
+                cameras[name] = keep(
+                    ZedCamera(
+                        name,
+                        cam_cfg.backend,
+                        cam_cfg.device,
+                        cam_cfg.serial,
+                        intr,
+                        intr.width,
+                        intr.height,
+                        cam_cfg.fps,
+                        cam_cfg.depth_mode,
+                        clock=clock,
+                    )
+                )
+        trackers: dict[str, HandTracker] = {}
+        resources: list[Any] = []
+        session: OpenVRSession | None = None
+        for side, glove_cfg in spec.gloves.items():
+            wrist = None
+            if glove_cfg.tracker_serial is not None:
+                if session is None:
+                    session = keep(OpenVRSession())
+                    resources.append(session)
+                wrist = ViveTracker(glove_cfg.tracker_serial, session, f"{side}_tracker", clock)
+            trackers[side] = keep(
+                ManusGlove(
+                    glove_cfg.endpoint,
+                    side,
+                    topic=glove_cfg.topic,
+                    wrist_tracker=wrist,
+                    wrist_rotation=glove_cfg.wrist_rotation,
+                    clock=clock,
+                )
+            )
+    except BaseException:
+        # Report, but do not mask, the error that stopped the build.
+        for error in _close_all(reversed(opened)):
+            log.warning("while closing after a failed start: %s", error)
+        raise
+    task = load_task(spec.task)
+    return HardwareRig(
+        arms,
+        hands,
+        cameras,
+        ManualConveyor(prompt, spec.conveyor.initial_speed),
+        OperatorPresenter([o.name for o in task.all_objects], prompt),
+        trackers,
+        clock,
+        resources,
+    )
+
+
+def _intrinsics(name: str, configured: IntrinsicsConfig | None, world: WorldSpec) -> Intrinsics:
+    """Configured intrinsics, else the world's for the camera of the same name."""
+    if configured is not None:
+        return configured.to_intrinsics()
+    cam = world.cameras[name]
+    return Intrinsics(cam.model, cam.width, cam.height, cam.fx, cam.fy, cam.cx, cam.cy, cam.dist)
+
+
+def _close_all(devices: Any) -> list[str]:
+    """Close each device that can be closed; returns what failed (the rest still close)."""
+    errors = []
+    for device in devices:
+        close = getattr(device, "close", None)
+        if close is None:
+            continue
+        try:
+            close()
+        except Exception as err:  # Keep closing the rest; report at the end.
+            errors.append(f"{getattr(device, 'name', device)}: {err}")
+    return errors
