@@ -15,7 +15,8 @@ def bench(
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
     seconds: Annotated[float, typer.Option(help="time per measurement")] = 3.0,
 ) -> None:
-    """Measure the twin's real-time factor and the retargeting rate and accuracy."""
+    """Measure the twin's real-time factor, the retargeting rate and accuracy, and the
+    recording real-time factor and dataset write throughput."""
     from r2s2r.rig.bench import run_bench
 
     result = run_bench(seconds)

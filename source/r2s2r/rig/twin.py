@@ -18,7 +18,7 @@ import numpy as np
 from r2s2r.rig.interfaces import ArmState, Frame, HandState
 from r2s2r.rig.truth import CameraEffects, true_camera_effects, true_world
 from r2s2r.sim.camera import Intrinsics
-from r2s2r.sim.cell import ACTION_PER_ARM, Cell, set_action_mode
+from r2s2r.sim.cell import ACTION_PER_ARM, STATUS_NAMES, Cell, set_action_mode
 from r2s2r.sim.physics import MujocoPhysics
 from r2s2r.sim.render import SceneRenderer
 from r2s2r.sim.rotations import mat_to_quat
@@ -105,6 +105,14 @@ class TwinRig:
             self._frames.clear()
             self._wall_start = time.monotonic()
             return self._cell.objects[self._cell.chosen[0, 0]].name
+
+    def episode_outcome(self) -> tuple[str, bool, bool]:
+        """The presented object's status (``pending``, ``sorted``, ``wrong_bin`` or
+        ``dropped``), whether the episode succeeded, and whether it is over; what a person
+        at the cell sees, and the success label a recorder stores."""
+        with self._lock:
+            status = STATUS_NAMES[int(self._cell.status[0, 0])]
+            return status, bool(self._cell.success[0]), bool(self._cell.terminated[0])
 
     def reveal_truth(self) -> TwinTruth:
         """The hidden truth. For benchmarks and evaluation only: nothing that grounds the
