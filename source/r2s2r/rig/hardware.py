@@ -24,7 +24,7 @@ from r2s2r.rig.drivers.flexiv import CartesianLimits, FlexivArm
 from r2s2r.rig.drivers.manual import ManualConveyor, OperatorPresenter, Prompt
 from r2s2r.rig.drivers.manus import ManusGlove
 from r2s2r.rig.drivers.opencv_camera import OpenCVCamera
-from r2s2r.rig.drivers.spec import HardwareSpec, IntrinsicsConfig, OpenCVCameraConfig
+from r2s2r.rig.drivers.spec import HardwareSpec, OpenCVCameraConfig
 from r2s2r.rig.drivers.vive import OpenVRSession, ViveTracker
 from r2s2r.rig.drivers.wuji import WujiHand
 from r2s2r.rig.drivers.zed import ZedCamera
@@ -32,6 +32,7 @@ from r2s2r.rig.interfaces import Arm, Camera, Conveyor, Hand, HandTracker, Objec
 from r2s2r.rig.safety import SafetyLimits, SafetySupervisor
 from r2s2r.sim.camera import Intrinsics
 from r2s2r.spec import WorldSpec
+from r2s2r.spec.world import IntrinsicsSpec
 from r2s2r.worlds import load_task, load_world
 
 log = logging.getLogger("r2s2r.drivers")
@@ -242,12 +243,9 @@ def build_rig(spec: HardwareSpec, prompt: Prompt = input) -> HardwareRig:
     )
 
 
-def _intrinsics(name: str, configured: IntrinsicsConfig | None, world: WorldSpec) -> Intrinsics:
+def _intrinsics(name: str, configured: IntrinsicsSpec | None, world: WorldSpec) -> Intrinsics:
     """Configured intrinsics, else the world's for the camera of the same name."""
-    if configured is not None:
-        return configured.to_intrinsics()
-    cam = world.cameras[name]
-    return Intrinsics(cam.model, cam.width, cam.height, cam.fx, cam.fy, cam.cx, cam.cy, cam.dist)
+    return Intrinsics.from_spec(configured or world.cameras[name])
 
 
 def _close_all(devices: Any) -> list[str]:

@@ -210,10 +210,7 @@ class TwinCamera:
 
     def intrinsics(self) -> Intrinsics:
         # A driver reports the data-sheet intrinsics, not the true ones.
-        cam = self._rig.nominal.cameras[self.name]
-        return Intrinsics(
-            cam.model, cam.width, cam.height, cam.fx, cam.fy, cam.cx, cam.cy, tuple(cam.dist)
-        )
+        return Intrinsics.from_spec(self._rig.nominal.cameras[self.name])
 
     def read(self) -> Frame:
         return self._rig._render(self.name)

@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import cv2
 import numpy as np
+
+if TYPE_CHECKING:
+    from r2s2r.spec.world import IntrinsicsSpec
 
 __all__ = [
     "MJ_FROM_CV",
@@ -109,6 +112,20 @@ class Intrinsics:
     def is_ideal_pinhole(self) -> bool:
         """Whether this is a pinhole model without distortion."""
         return self.model == "pinhole" and not any(self.dist)
+
+    @classmethod
+    def from_spec(cls, spec: IntrinsicsSpec) -> Intrinsics:
+        """The intrinsics of a camera's spec (a WorldSpec camera or a driver's config)."""
+        return cls(
+            spec.model,
+            spec.width,
+            spec.height,
+            spec.fx,
+            spec.fy,
+            spec.cx,
+            spec.cy,
+            tuple(spec.dist),
+        )
 
     def K(self) -> np.ndarray:  # noqa: N802 - conventional name for the camera matrix.
         """Return the 3x3 camera matrix."""

@@ -25,10 +25,7 @@ _PIXEL = 1e-3
 
 def camera_intrinsics(cam: CameraSpec, size: tuple[int, int]) -> Intrinsics:
     """The camera's calibration scaled to an output ``size`` (width, height)."""
-    native = Intrinsics(
-        cam.model, cam.width, cam.height, cam.fx, cam.fy, cam.cx, cam.cy, tuple(cam.dist)
-    )
-    return native.scaled(*size)
+    return Intrinsics.from_spec(cam).scaled(*size)
 
 
 @dataclass

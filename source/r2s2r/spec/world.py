@@ -31,12 +31,8 @@ class Pose(Spec):
         return self
 
 
-class CameraSpec(Spec):
-    """A camera: intrinsics at its native resolution, distortion, mount and extrinsics.
-
-    The extrinsic ``pose`` is the camera frame in OpenCV convention (x right, y down, z along
-    the optical axis) expressed in the ``mount`` frame: ``world`` or an arm's flange.
-    """
+class IntrinsicsSpec(Spec):
+    """Camera intrinsics at the native resolution, OpenCV conventions."""
 
     model: Literal["pinhole", "fisheye"]
     width: Annotated[int, Field(gt=0)]
@@ -47,14 +43,9 @@ class CameraSpec(Spec):
     cy: float
     # Fisheye: Kannala–Brandt k1..k4. Pinhole: OpenCV k1, k2, p1, p2[, k3] or empty.
     dist: tuple[float, ...] = ()
-    mount: Literal["world", "left_flange", "right_flange"]
-    pose: Pose
-    # Exposure gain applied to the rendered image, and shutter time (s) for motion blur.
-    exposure: Pos = 1.0
-    motion_blur_s: NonNeg = 0.0
 
     @model_validator(mode="after")
-    def _check(self) -> CameraSpec:
+    def _check_intrinsics(self) -> IntrinsicsSpec:
         if self.model == "fisheye" and len(self.dist) != 4:
             raise ValueError(f"dist: a fisheye camera takes 4 coefficients, got {len(self.dist)}")
         if self.model == "pinhole" and len(self.dist) not in (0, 4, 5):
@@ -64,6 +55,20 @@ class CameraSpec(Spec):
         if not (0 <= self.cx <= self.width and 0 <= self.cy <= self.height):
             raise ValueError(f"cx, cy: principal point ({self.cx}, {self.cy}) is outside the image")
         return self
+
+
+class CameraSpec(IntrinsicsSpec):
+    """A camera: intrinsics and distortion, mount and extrinsics, exposure.
+
+    The extrinsic ``pose`` is the camera frame in OpenCV convention (x right, y down, z along
+    the optical axis) expressed in the ``mount`` frame: ``world`` or an arm's flange.
+    """
+
+    mount: Literal["world", "left_flange", "right_flange"]
+    pose: Pose
+    # Exposure gain applied to the rendered image, and shutter time (s) for motion blur.
+    exposure: Pos = 1.0
+    motion_blur_s: NonNeg = 0.0
 
 
 class BeltLayout(Spec):

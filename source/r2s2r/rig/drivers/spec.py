@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
-from r2s2r.sim.camera import Intrinsics
 from r2s2r.spec.base import Spec
-from r2s2r.spec.world import Pose
+from r2s2r.spec.world import IntrinsicsSpec, Pose
 
 Side = Literal["left", "right"]
 CameraName = Literal["head", "left_wrist", "right_wrist"]
@@ -43,29 +42,6 @@ class HandConfig(Spec):
     serial: str | None = None
 
 
-class IntrinsicsConfig(Spec):
-    """Camera intrinsics in OpenCV conventions (see ``r2s2r.sim.camera.Intrinsics``)."""
-
-    model: Literal["pinhole", "fisheye"]
-    width: Annotated[int, Field(gt=0)]
-    height: Annotated[int, Field(gt=0)]
-    fx: PosFloat
-    fy: PosFloat
-    cx: float
-    cy: float
-    dist: tuple[float, ...] = ()
-
-    @model_validator(mode="after")
-    def _valid(self) -> IntrinsicsConfig:
-        self.to_intrinsics()
-        return self
-
-    def to_intrinsics(self) -> Intrinsics:
-        return Intrinsics(
-            self.model, self.width, self.height, self.fx, self.fy, self.cx, self.cy, self.dist
-        )
-
-
 class OpenCVCameraConfig(Spec):
     """A UVC camera read through OpenCV (the fisheye wrist cameras)."""
 
@@ -73,7 +49,7 @@ class OpenCVCameraConfig(Spec):
     device: int | str
     fps: PosFloat = 30.0
     fourcc: Annotated[str, Field(min_length=4, max_length=4)] = "MJPG"
-    intrinsics: IntrinsicsConfig | None = None
+    intrinsics: IntrinsicsSpec | None = None
 
 
 class ZedCameraConfig(Spec):
@@ -85,7 +61,7 @@ class ZedCameraConfig(Spec):
     serial: int | None = None
     fps: PosFloat = 30.0
     depth_mode: str = "NEURAL"
-    intrinsics: IntrinsicsConfig | None = None
+    intrinsics: IntrinsicsSpec | None = None
 
 
 CameraConfig = Annotated[OpenCVCameraConfig | ZedCameraConfig, Field(discriminator="driver")]
