@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 from scipy.spatial.transform import Rotation, Slerp
@@ -28,6 +28,9 @@ from r2s2r.rig.interfaces import HandKeypoints
 from r2s2r.rig.retarget import HandKinematics
 from r2s2r.rig.teleop import HUMAN_HAND_SCALE, TrackerCalibration
 from r2s2r.spec import TaskSpec, WorldSpec
+
+if TYPE_CHECKING:
+    from r2s2r.rig.twin import TwinRig
 
 # Palm down, fingers pointing across the belt away from the robots (cell +y): the hand's
 # palm normal (+y) points down and its fingers (+z) along the cell's +y.
@@ -57,28 +60,26 @@ class Eyes(Protocol):
 class TwinEyes:
     """A person's view of the twin.
 
-    ``object_pose`` reads the object's simulated pose from the twin: the one place a
-    module outside the twin looks into its simulation, standing in for a person seeing the
-    object on the belt. It reveals no hidden world parameters (camera, belt or controller
-    offsets), only where the object visibly is. The robot hand is seen through the arm's
-    public state; the belt speed through the conveyor.
+    ``object_pose`` asks the twin where the object is (``TwinRig.object_pose``), standing in
+    for a person seeing the object on the belt. It reveals no hidden world parameters
+    (camera, belt or controller offsets), only where the object visibly is. The robot hand
+    is seen through the arm's public state; the belt speed through the conveyor.
     """
 
-    def __init__(self, rig: object) -> None:
+    def __init__(self, rig: TwinRig) -> None:
         self.rig = rig
 
     def now(self) -> float:
-        return float(self.rig.now())  # type: ignore[attr-defined]
+        return self.rig.now()
 
     def object_pose(self) -> np.ndarray:
-        pos, quat, _ = self.rig._cell.object_states()  # type: ignore[attr-defined]
-        return np.concatenate([pos[0, 0], quat[0, 0]])
+        return self.rig.object_pose()
 
     def hand_pose(self, side: str) -> np.ndarray:
-        return np.array(self.rig.arms[side].state().tcp_pose)  # type: ignore[attr-defined]
+        return np.array(self.rig.arms[side].state().tcp_pose)
 
     def belt_speed(self) -> float:
-        return float(self.rig.conveyor.speed())  # type: ignore[attr-defined]
+        return self.rig.conveyor.speed()
 
 
 def min_jerk(tau: float) -> float:

@@ -114,6 +114,13 @@ class TwinRig:
             status = STATUS_NAMES[int(self._cell.status[0, 0])]
             return status, bool(self._cell.success[0]), bool(self._cell.terminated[0])
 
+    def object_pose(self) -> np.ndarray:
+        """Pose (7,) of the presented object: where a person at the cell sees it. It reveals
+        no hidden world parameter, only where the object visibly is."""
+        with self._lock:
+            pos, quat, _ = self._cell.object_states()
+            return np.concatenate([pos[0, 0], quat[0, 0]])
+
     def reveal_truth(self) -> TwinTruth:
         """The hidden truth. For benchmarks and evaluation only: nothing that grounds the
         world or learns behavior may call this."""
