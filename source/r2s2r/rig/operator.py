@@ -27,14 +27,12 @@ from scipy.spatial.transform import Rotation, Slerp
 from r2s2r.rig.interfaces import HandKeypoints
 from r2s2r.rig.retarget import HandKinematics
 from r2s2r.rig.teleop import HUMAN_HAND_SCALE, TrackerCalibration
+from r2s2r.sim.scene import PALM_DOWN
 from r2s2r.spec import TaskSpec, WorldSpec
 
 if TYPE_CHECKING:
     from r2s2r.rig.twin import TwinRig
 
-# Palm down, fingers pointing across the belt away from the robots (cell +y): the hand's
-# palm normal (+y) points down and its fingers (+z) along the cell's +y.
-PALM_DOWN = Rotation.from_matrix(np.array([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0], [0.0, -1.0, 0.0]]))
 # Hand postures (20 joints, thumb first): relaxed open, pre-shaped, power grasp.
 RELAXED = np.array([0.3, 0.1, 0.1, 0.05] + [0.0, 0.1, 0.1, 0.05] * 4)
 PRESHAPE = np.array([0.0, 0.0, 0.0, 0.0] + [0.0, 0.05, 0.0, 0.0] * 4)

@@ -26,6 +26,9 @@ CART_AXES = ("x", "y", "z", "rx", "ry", "rz")
 # Cartesian rotation commands are rotation vectors relative to it, so they stay far from the
 # +-pi wrap for the poses the task needs.
 TCP_REF_IN_BASE = Rotation.from_euler("y", 180, degrees=True)
+# TCP orientation for a palm-down grasp over the belt: palm normal (hand +y) down, fingers
+# (hand +z) along the cell's +y, away from the robots.
+PALM_DOWN = Rotation.from_matrix(np.array([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0], [0.0, -1.0, 0.0]]))
 STORAGE_ORIGIN = np.array([3.0, 3.0, 0.0])
 # Nearest distance (m) a camera draws.
 NEAR_CLIP_M = 0.005

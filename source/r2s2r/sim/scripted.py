@@ -14,14 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.spatial.transform import Rotation
 
 from r2s2r.sim.cell import ACTION_PER_ARM, HAND_DOF
 from r2s2r.sim.env import PickSortEnv
+from r2s2r.sim.scene import PALM_DOWN
 
-# TCP orientation for a palm-down grasp: palm normal (hand +y) down, fingers (hand +z) along
-# the cell's +y, away from the robots.
-PALM_DOWN = Rotation.from_matrix(np.array([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0], [0.0, -1.0, 0.0]]))
 PALM_DOWN_QUAT = PALM_DOWN.as_quat(scalar_first=True)
 # Hand postures (20 joints, thumb first).
 OPEN_HAND = np.zeros(HAND_DOF)
