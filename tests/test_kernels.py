@@ -48,16 +48,27 @@ def test_motion_respects_velocity_and_acceleration_limits_and_stops_at_the_targe
     dt, vmax, amax = 0.02, 0.5, 2.0
     limits = np.array([[vmax, 1.0], [amax, 4.0]])
     pose, vel = np.zeros((1, 2, 6)), np.zeros((1, 2, 2, 3))
-    target = np.zeros((1, 2, 6))
-    target[0, 0, :3] = [0.3, 0.0, 0.4]  # 0.5 m away.
+    # Identity reference frames: the commanded pose is the target itself.
+    ref_pos, ref_mat = np.zeros((2, 3)), np.tile(np.eye(3), (2, 1, 1))
+    ref_conj = np.tile([1.0, 0.0, 0.0, 0.0], (2, 1))
+    action = np.zeros((1, 54))
+    action[0, 3] = action[0, 27 + 3] = 1.0  # Identity orientations.
+    action[0, :3] = [0.3, 0.0, 0.4]  # 0.5 m away for the left arm; the right one stays.
+    target = action[0, :3].copy()
+    ctrl = np.zeros((1, 60))
+    cart, hand = np.arange(12).reshape(2, 6), 12 + np.arange(40).reshape(2, 20)
+    lo, hi = -np.ones(20), np.ones(20)
     positions, speeds = [], []
     for _ in range(200):
-        kernels.limited_motion(target, pose, vel, limits, dt)
+        kernels.tcp_action_to_ctrl(
+            action, ref_pos, ref_mat, ref_conj, pose, vel, limits, dt, lo, hi, cart, hand, ctrl
+        )
         positions.append(pose[0, 0, :3].copy())
         speeds.append(np.linalg.norm(vel[0, 0, 0]))
     accel = np.abs(np.diff(speeds)) / dt
     assert max(speeds) <= vmax + 1e-9 and accel.max() <= amax + 1e-6
-    np.testing.assert_allclose(positions[-1], target[0, 0, :3], atol=1e-6)
+    np.testing.assert_allclose(positions[-1], target, atol=1e-6)
+    np.testing.assert_allclose(ctrl[0, cart[0, :3]], positions[-1])
     # It stops there; the acceleration clamp can lag the braking curve by one period, which
     # bounds any overshoot by about amax * dt^2 (0.8 mm here).
     assert max(np.linalg.norm(p) for p in positions) <= 0.5 + amax * dt * dt

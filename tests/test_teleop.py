@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
 
+from r2s2r.rig.bench import run_operator_episode
 from r2s2r.rig.interfaces import HandKeypoints, HandTracker
 from r2s2r.rig.operator import ScriptedOperator, TwinEyes
 from r2s2r.rig.safety import SafetySupervisor
@@ -112,17 +113,5 @@ def test_teleop_commands_go_through_the_supervisor_and_bad_frames_hold(
 
 
 def test_operator_success_rate_on_fixed_seeds() -> None:
-    logging.getLogger("r2s2r.safety").setLevel(logging.ERROR)
-    wins = 0
-    for seed in OPERATOR_SEEDS:
-        rig, sup, teleop, op = _session(seed)
-        _begin(rig, teleop, op)
-        for _ in range(int(rig.task.episode_s * rig.task.control_hz)):
-            teleop.step(op.read())
-            sup.tick()
-            rig.step()
-            status, success, done = rig.episode_outcome()
-            if done:
-                break
-        wins += success
+    wins = sum(run_operator_episode(seed)[1] for seed in OPERATOR_SEEDS)
     assert wins / len(OPERATOR_SEEDS) >= OPERATOR_FLOOR

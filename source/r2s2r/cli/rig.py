@@ -14,12 +14,15 @@ app = typer.Typer(no_args_is_help=True, help="The rig: twin, teleoperation, safe
 def bench(
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
     seconds: Annotated[float, typer.Option(help="time per measurement")] = 3.0,
+    operator_seeds: Annotated[
+        int, typer.Option(help="also run the scripted operator on this many seeds (no cameras)")
+    ] = 0,
 ) -> None:
     """Measure the twin's real-time factor, the retargeting rate and accuracy, and the
     recording real-time factor and dataset write throughput."""
     from r2s2r.rig.bench import run_bench
 
-    result = run_bench(seconds)
+    result = run_bench(seconds, operator_seeds)
     if as_json:
         typer.echo(json.dumps(result, indent=2))
         return

@@ -98,10 +98,46 @@ def bench_record(seconds: float = 3.0, take_s: float = 1.0) -> dict[str, float]:
     }
 
 
-def run_bench(seconds: float = 3.0) -> dict[str, Any]:
+def run_operator_episode(seed: int) -> tuple[str, bool]:
+    """One scripted-operator episode on a twin of ``seed`` through teleop and the safety
+    supervisor, without cameras; returns the object's status and whether it succeeded."""
+    from r2s2r.rig.operator import ScriptedOperator, TwinEyes
+    from r2s2r.rig.safety import SafetySupervisor
+    from r2s2r.rig.teleop import TeleopSession, TrackerCalibration, teleop_arm
+
+    logging.getLogger("r2s2r.safety").setLevel(logging.ERROR)
+    rig = TwinRig(seed=seed)
+    cal = TrackerCalibration.twin()
+    sup = SafetySupervisor(rig.arms, rig.hands, rig.now)  # type: ignore[arg-type]
+    teleop = TeleopSession(rig, sup, cal)
+    operator = ScriptedOperator(seed, TwinEyes(rig), rig.task, rig.nominal, cal)
+    name = rig.presenter.present()
+    side = teleop_arm(rig.task, rig.nominal, name)
+    teleop.begin(side)
+    operator.begin(name, side)
+    status, success = "pending", False
+    for _ in range(int(rig.task.episode_s * rig.task.control_hz)):
+        teleop.step(operator.read())
+        sup.tick()
+        rig.step()
+        status, success, done = rig.episode_outcome()
+        if done:
+            break
+    return status, success
+
+
+def bench_operator(seeds: int) -> dict[str, float]:
+    """The scripted operator's success rate on seeds 0 .. seeds - 1 (nominal conditions)."""
+    wins = sum(run_operator_episode(seed)[1] for seed in range(seeds))
+    return {"operator_seeds": float(seeds), "operator_success_rate": wins / seeds}
+
+
+def run_bench(seconds: float = 3.0, operator_seeds: int = 0) -> dict[str, Any]:
     out: dict[str, Any] = {"machine": machine()}
     out.update(bench_twin(seconds, cameras=True))
     out.update(bench_twin(seconds / 2, cameras=False))
     out.update(bench_retarget())
+    if operator_seeds:
+        out.update(bench_operator(operator_seeds))
     out.update(bench_record(seconds))
     return out

@@ -22,6 +22,7 @@ import numpy as np
 from scipy.spatial.transform import Rotation
 
 from r2s2r.rig.interfaces import HandKeypoints
+from r2s2r.rig.poses import matrix_to_pose, pose_to_matrix
 from r2s2r.rig.retarget import RetargetConfig, Retargeter
 from r2s2r.rig.safety import SafetySupervisor
 from r2s2r.spec import TaskSpec, WorldSpec
@@ -33,31 +34,6 @@ log = logging.getLogger("r2s2r.teleop")
 # its inverse before retargeting).
 HUMAN_HAND_SCALE = 1.1
 ACTION_PER_ARM = 27
-
-
-def pose_to_matrix(pose: np.ndarray) -> np.ndarray:
-    """A pose ``[x, y, z, qw, qx, qy, qz]`` as a 4x4 homogeneous transform."""
-    pose = np.asarray(pose, dtype=float)
-    out = np.eye(4)
-    out[:3, :3] = Rotation.from_quat(pose[3:7], scalar_first=True).as_matrix()
-    out[:3, 3] = pose[:3]
-    return out
-
-
-def matrix_to_pose(mat: np.ndarray) -> np.ndarray:
-    """A 4x4 homogeneous transform as ``[x, y, z, qw, qx, qy, qz]`` (qw >= 0)."""
-    quat = Rotation.from_matrix(mat[:3, :3]).as_quat(scalar_first=True)
-    if quat[0] < 0:
-        quat = -quat
-    return np.concatenate([mat[:3, 3], quat])
-
-
-def invert(mat: np.ndarray) -> np.ndarray:
-    """The inverse of a rigid 4x4 transform."""
-    out = np.eye(4)
-    out[:3, :3] = mat[:3, :3].T
-    out[:3, 3] = -mat[:3, :3].T @ mat[:3, 3]
-    return out
 
 
 @dataclass(frozen=True)
@@ -79,7 +55,9 @@ class TrackerCalibration:
     def wrist_from_tcp(self, tcp_pose: np.ndarray) -> np.ndarray:
         """The inverse: where the wrist must be, in the tracker frame, for a TCP pose."""
         tcp = pose_to_matrix(tcp_pose)
-        return matrix_to_pose(invert(self.T_cell_tracker) @ tcp @ invert(self.T_wrist_tcp))
+        return matrix_to_pose(
+            np.linalg.inv(self.T_cell_tracker) @ tcp @ np.linalg.inv(self.T_wrist_tcp)
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {

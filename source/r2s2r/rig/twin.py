@@ -61,6 +61,12 @@ class TwinRig:
         set_action_mode(scene.model, "tcp")
         self._physics = MujocoPhysics(scene.model)
         self._cell = Cell(scene, self._physics)
+        model = scene.model
+        # Joint velocity addresses of each arm (qpos and qvel addresses differ).
+        self._arm_dofs = [
+            [model.jnt_dofadr[model.joint(f"{side}_j{i + 1}").id] for i in range(7)]
+            for side in ARM_SIDES
+        ]
         self._rng = np.random.default_rng(seed + 1)
         self._noise = np.random.default_rng(seed + 2)
         self.realtime = realtime
@@ -132,16 +138,10 @@ class TwinRig:
             qpos, qvel = self._physics.state()
             idx = self._cell.idx
             pos, mat = self._physics.site_poses(idx.tcp_sites[arm : arm + 1])
-            dofs = [
-                self._physics.model.jnt_dofadr[
-                    self._physics.model.joint(f"{ARM_SIDES[arm]}_j{i + 1}").id
-                ]
-                for i in range(7)
-            ]
             return ArmState(
                 self.now(),
                 qpos[0, idx.arm_qadr[arm]].copy(),
-                qvel[0, dofs].copy(),
+                qvel[0, self._arm_dofs[arm]].copy(),
                 np.concatenate([pos[0, 0], mat_to_quat(mat[0, 0])]),
             )
 

@@ -16,7 +16,7 @@ from scipy.spatial.transform import Rotation
 from r2s2r.sim import kernels, robots
 from r2s2r.sim.controller import MotionGenerator
 from r2s2r.sim.physics import Physics
-from r2s2r.sim.rotations import mat_to_quat, mul_to_rotvec, quat_to_mat
+from r2s2r.sim.rotations import mat_to_quat, quat_mul, quat_to_mat, quat_to_rotvec
 from r2s2r.sim.scene import CART_AXES, GROUP_CARTESIAN, GROUP_JOINT, Scene, storage_pos
 from r2s2r.spec.world import ARM_SIDES
 
@@ -285,7 +285,7 @@ class Cell:
 
     def _quat_to_ref_rotvec(self, quat: np.ndarray) -> np.ndarray:
         """World orientations (N, 2, 4 wxyz) -> rotation vectors in each arm's reference frame."""
-        return mul_to_rotvec(self._ref_conj, quat)
+        return quat_to_rotvec(quat_mul(self._ref_conj, quat))
 
     def _tcp_in_ref(self, pos: np.ndarray, mat: np.ndarray) -> np.ndarray:
         """World TCP poses (N, 2, 3) + (N, 2, 3, 3) -> (N, 2, 6) pos + rotvec in ref frames."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from r2s2r.sim.kernels import limited_motion
 from r2s2r.spec.world import ArmControllerSpec
 
 
@@ -40,9 +39,3 @@ class MotionGenerator:
         """Start the selected worlds at rest at ``pose`` (k, 2, 6)."""
         self.pose[worlds] = pose
         self.vel[worlds] = 0.0
-
-    def step(self, target: np.ndarray) -> np.ndarray:
-        """Advance one control period towards ``target`` (N, 2, 6); returns the new pose."""
-        target = np.ascontiguousarray(target, dtype=np.float64)
-        limited_motion(target, self.pose, self.vel, self.limits, self.dt)
-        return self.pose

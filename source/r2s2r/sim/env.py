@@ -88,8 +88,6 @@ class PickSortEnv(gym.Env[dict[str, Any], np.ndarray]):
         randomize_appearance: bool = False,
         render_mode: str | None = None,
     ) -> None:
-        if physics not in ("mujoco", "mujoco_warp"):
-            raise ValueError(f"physics must be 'mujoco' or 'mujoco_warp', got {physics!r}")
         self.world_spec = load_world(world)
         self.task_spec = load_task(task)
         self.scene = build_scene(self.task_spec, self.world_spec)

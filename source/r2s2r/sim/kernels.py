@@ -50,24 +50,6 @@ def _limited_axis(
 
 
 @njit(cache=True)
-def limited_motion(
-    target: np.ndarray, pose: np.ndarray, vel: np.ndarray, limits: np.ndarray, dt: float
-) -> None:
-    """Advance poses (N, 2, 6) towards targets (N, 2, 6) in place; vel (N, 2, 2, 3).
-
-    ``limits`` is [[max linear vel, max angular vel], [max linear acc, max angular acc]].
-    """
-    for n in range(pose.shape[0]):
-        for arm in range(2):
-            _limited_axis(
-                pose[n, arm], vel[n, arm, 0], target[n, arm], 0, limits[0, 0], limits[1, 0], dt
-            )
-            _limited_axis(
-                pose[n, arm], vel[n, arm, 1], target[n, arm], 3, limits[0, 1], limits[1, 1], dt
-            )
-
-
-@njit(cache=True)
 def tcp_action_to_ctrl(
     action: np.ndarray,
     ref_pos: np.ndarray,

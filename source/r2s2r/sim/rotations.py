@@ -50,11 +50,6 @@ def rotvec_to_quat(r: np.ndarray) -> np.ndarray:
     return np.concatenate([np.cos(half), r * scale], axis=-1)
 
 
-def mul_to_rotvec(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Rotation vectors (..., 3) of the products a * b of quaternions (..., 4)."""
-    return quat_to_rotvec(quat_mul(a, b))
-
-
 def quat_to_mat(q: np.ndarray) -> np.ndarray:
     """Rotation matrices (..., 3, 3) of unit quaternions (..., 4)."""
     w, x, y, z = np.moveaxis(q, -1, 0)

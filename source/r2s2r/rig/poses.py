@@ -1,4 +1,6 @@
-"""Pose arithmetic shared by the drivers: 7-vectors ``[x, y, z, qw, qx, qy, qz]`` in metres.
+"""Pose arithmetic shared by the rig (drivers, teleoperation).
+
+Poses are 7-vectors ``[x, y, z, qw, qx, qy, qz]`` in metres.
 
 A pose ``T_a_b`` is frame ``b`` expressed in frame ``a``; ``compose(T_a_b, T_b_c)`` is
 ``T_a_c`` and ``invert(T_a_b)`` is ``T_b_a``.
@@ -44,6 +46,15 @@ def invert(a: np.ndarray) -> np.ndarray:
     """The inverse pose of ``a``."""
     conj = quat_conj(a[3:])
     return np.concatenate([-(quat_to_mat(conj) @ a[:3]), unit_quat(conj)])
+
+
+def pose_to_matrix(pose: np.ndarray) -> np.ndarray:
+    """A pose (7,) as a 4x4 homogeneous transform."""
+    pose = np.asarray(pose, dtype=float)
+    out = np.eye(4)
+    out[:3, :3] = quat_to_mat(unit_quat(pose[3:7]))
+    out[:3, 3] = pose[:3]
+    return out
 
 
 def matrix_to_pose(m: np.ndarray) -> np.ndarray:
