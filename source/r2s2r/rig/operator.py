@@ -33,10 +33,12 @@ from r2s2r.spec import TaskSpec, WorldSpec
 if TYPE_CHECKING:
     from r2s2r.rig.twin import TwinRig
 
-# Hand postures (20 joints, thumb first): relaxed open, pre-shaped, power grasp.
+# Hand postures (20 joints, thumb first): relaxed open, pre-shaped, power grasp, and the
+# power grasp for flat objects, whose thumb closes only half way.
 RELAXED = np.array([0.3, 0.1, 0.1, 0.05] + [0.0, 0.1, 0.1, 0.05] * 4)
 PRESHAPE = np.array([0.0, 0.0, 0.0, 0.0] + [0.0, 0.05, 0.0, 0.0] * 4)
 POWER_GRASP = np.array([1.3, 0.7, 0.6, 0.5] + [0.0, 1.4, 1.2, 0.9] * 4)
+FLAT_GRASP = np.concatenate([[0.6, 0.2, 0.2, 0.2], POWER_GRASP[4:]])
 
 
 class Eyes(Protocol):
@@ -190,6 +192,15 @@ class ScriptedOperator:
     watch_gain = 2.0
     # It lets go when the object is seen this close to the bin's centre (horizontally).
     aim_m = 0.04
+    # Once the object is off the belt the hand tips fingers-down by this much, so that the
+    # object settles into the curled fingers rather than sliding out under the heel of the
+    # palm while it is carried; the tilt starts this far into the lift.
+    carry_tilt_deg = -30.0
+    tilt_from = 0.3
+    # Objects whose top is less than twice this above the belt (half-height below it) get a
+    # grasp with the thumb half closed: a fully flexed thumb reaches the belt, and props the
+    # hand up, before the fingers close.
+    flat_m = 0.028
 
     def __init__(
         self,
@@ -230,6 +241,7 @@ class ScriptedOperator:
         self.rest, self.rest_rot = home[:3].copy(), Rotation.from_quat(home[3:], scalar_first=True)
         self.intent = self.rest.copy()
         self.turn = 0.0  # 0: the robot's home orientation, 1: palm down.
+        self.tilt = 0.0  # 0: level palm, 1: tipped fingers-down for the carry.
         self.lead = np.zeros(3)  # The correction the operator adds after watching the robot.
         self.posture = RELAXED.copy()
         self.seg: Segment | None = None
@@ -246,7 +258,8 @@ class ScriptedOperator:
         self._update(t)
         s = self.style
         tremor = s.tremor_amp * np.sin(2 * np.pi * s.tremor_hz * t + s.tremor_phase)
-        grasp_rot = Rotation.from_euler("x", self.pitch_deg, degrees=True) * PALM_DOWN
+        pitch = self.pitch_deg + self.carry_tilt_deg * self.tilt
+        grasp_rot = Rotation.from_euler("x", pitch, degrees=True) * PALM_DOWN
         turn = (
             Rotation.from_rotvec(s.wobble * self.turn)
             * Slerp([0.0, 1.0], Rotation.concatenate([self.rest_rot, grasp_rot]))([self.turn])[0]
@@ -310,6 +323,7 @@ class ScriptedOperator:
                 else:
                     self._go("hover", t)
         elif self.phase == "regrasp":
+            self.tilt = 1.0 - min_jerk(dt / 0.4)
             self.posture = self._blend(self._posture_from, PRESHAPE, dt / 0.4)
             if self.seg is not None and self.seg.done(t):
                 self._go("hover", t)
@@ -328,12 +342,14 @@ class ScriptedOperator:
                 self._go("close", t)
         elif self.phase == "close":
             self.intent = self._grasp_point(t)
-            self.posture = self._blend(PRESHAPE, POWER_GRASP * s.grasp_scale, dt / s.close_s)
+            grip = FLAT_GRASP if self.top_offset < self.flat_m else POWER_GRASP
+            self.posture = self._blend(PRESHAPE, grip * s.grasp_scale, dt / s.close_s)
             if dt >= s.close_s + s.hold_s:
                 self._grasped_z = self._seen()[2]
                 lift_goal = self.intent + [0.0, 0.0, s.lift_m]
                 self._go("lift", t, Segment(t, s.lift_s, self.intent.copy(), lambda u: lift_goal))
         elif self.phase == "lift":
+            self.tilt = min_jerk((dt / s.lift_s - self.tilt_from) / (1.0 - self.tilt_from))
             if self.seg is not None and self.seg.done(t) and self._missed():
                 # The object stayed behind: open up, go back over it and try again.
                 self.tries += 1
