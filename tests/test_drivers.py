@@ -528,7 +528,7 @@ def test_vive_tracker_finds_its_serial_and_reports_lost_tracking_as_nan() -> Non
 
 # --------------------------------------------------------------------------- the rig
 def test_operator_conveyor_and_presenter_record_what_the_operator_says() -> None:
-    replies = iter(["", "fast", "0.12", "banana", "mug"])
+    replies = iter(["", "fast", "0.12", "banana", "mug", "", ""])
     questions: list[str] = []
 
     def prompt(question: str) -> str:
@@ -542,6 +542,11 @@ def test_operator_conveyor_and_presenter_record_what_the_operator_says() -> None
     assert "0.150 m/s" in questions[1] and "'fast' is not a speed" in questions[2]
     presenter = OperatorPresenter(["mug", "can"], prompt)
     assert presenter.present() == "mug"
+    asked = len(questions)
+    presenter.place_board(2)
+    presenter.remove_board()
+    assert "Board placement 3" in questions[asked] and "tilted" in questions[asked]
+    assert "out of the cell" in questions[asked + 1]
     assert isinstance(belt, interfaces.Conveyor)
     assert isinstance(presenter, interfaces.ObjectPresenter)
 

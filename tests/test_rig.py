@@ -13,6 +13,7 @@ from r2s2r.rig import interfaces
 from r2s2r.rig.interfaces import Frame
 from r2s2r.rig.safety import SafetyLimits, SafetySupervisor
 from r2s2r.rig.twin import TwinRig
+from r2s2r.sim.camera import Intrinsics
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +53,17 @@ def test_truth_differs_from_nominal_by_the_intended_amounts() -> None:
         assert truth.controller.delay_s > nominal.controller.delay_s
         assert truth.controller.kp_pos < nominal.controller.kp_pos
         assert truth.lighting != nominal.lighting
-        # A driver reports the nominal intrinsics, as a real one does.
-        assert twin.cameras["left_wrist"].intrinsics().fx == wrist0.fx
+        # A driver reports the nominal intrinsics at the resolution it delivers, as a real
+        # one does; bins stand a few millimetres from where they were drawn.
+        size = nominal.render.obs_size
+        assert twin.cameras["left_wrist"].intrinsics() == Intrinsics.from_spec(wrist0).scaled(*size)
+        assert twin.cameras["left_wrist"].read().image.shape == (size[1], size[0], 3)
+        for name, b in truth.layout.bins.items():
+            off = 1e3 * np.abs(np.subtract(b.pos, nominal.layout.bins[name].pos))
+            assert 4.0 <= off[0] <= 12.0 and 4.0 <= off[1] <= 12.0 and off[2] == 0.0
+    native = TwinRig(seed=0, native_cameras=True)
+    assert native.cameras["left_wrist"].intrinsics().fx == wrist0.fx
+    assert native.cameras["head"].read().image.shape == (720, 1280, 3)
 
 
 def test_twin_is_deterministic_per_seed() -> None:

@@ -8,6 +8,7 @@ import typer
 
 from r2s2r import __version__
 from r2s2r.cli.dataset import app as dataset_app
+from r2s2r.cli.ground import app as ground_app
 from r2s2r.cli.record import record
 from r2s2r.cli.rig import app as rig_app
 from r2s2r.cli.sim import app as sim_app
@@ -20,6 +21,7 @@ app = typer.Typer(
 app.add_typer(sim_app, name="sim")
 app.add_typer(dataset_app, name="dataset")
 app.add_typer(rig_app, name="rig")
+app.add_typer(ground_app, name="ground")
 app.command("record")(record)
 
 

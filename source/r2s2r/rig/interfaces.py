@@ -118,3 +118,12 @@ class ObjectPresenter(Protocol):
         Returns the name of the object presented.
         """
         ...
+
+    def place_board(self, placement: int) -> None:
+        """Put the calibration board in a new, tilted pose over the belt, the same one for the
+        same ``placement`` (twin: places it; hardware: prompts the operator and waits)."""
+        ...
+
+    def remove_board(self) -> None:
+        """Take the calibration board out of the cell."""
+        ...

@@ -3,7 +3,8 @@ cell does, and the camera effects that make its images look like a camera's.
 
 Sizes of the offsets follow the reference study (FACTS.md): wrist focal length about 10 %
 off nominal with real fisheye distortion, the head camera about 30 mm / 1.7 degrees off, the
-belt displaced about 24 / 18 mm and 14 mm lower in the CAD world than in reality, a slower,
+belt displaced about 24 / 18 mm and 14 mm lower in the CAD world than in reality, bins a
+few millimetres from where they were drawn, a slower,
 laggier arm controller, different hand actuators and different lighting.
 """
 
@@ -117,6 +118,19 @@ def true_world(nominal: WorldSpec, rng: np.random.Generator) -> WorldSpec:
             )
         }
     )
+    # Bins stand where they were put down, a few millimetres from their drawing positions.
+    bins = {
+        name: b.model_copy(
+            update={
+                "pos": (
+                    b.pos[0] + _signed(rng, 0.004, 0.012),
+                    b.pos[1] + _signed(rng, 0.004, 0.012),
+                    b.pos[2],
+                )
+            }
+        )
+        for name, b in layout.bins.items()
+    }
     ctl = nominal.controller
     controller = ctl.model_copy(
         update={
@@ -150,7 +164,7 @@ def true_world(nominal: WorldSpec, rng: np.random.Generator) -> WorldSpec:
     return nominal.replace(
         name=f"{nominal.name}+twin_truth",
         cameras=cams,
-        layout=layout.model_copy(update={"belt": belt}),
+        layout=layout.model_copy(update={"belt": belt, "bins": bins}),
         controller=controller,
         hand=hand_truth,
         lighting=lighting,

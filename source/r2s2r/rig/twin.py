@@ -13,8 +13,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import mujoco
 import numpy as np
+from scipy.spatial.transform import Rotation
 
+from r2s2r.ground.board import Checkerboard, board_texture
 from r2s2r.rig.interfaces import ArmState, Frame, HandState
 from r2s2r.rig.truth import CameraEffects, true_camera_effects, true_world
 from r2s2r.sim.camera import Intrinsics
@@ -26,6 +29,75 @@ from r2s2r.sim.scene import build_scene
 from r2s2r.spec import TaskSpec, WorldSpec
 from r2s2r.spec.world import ARM_SIDES, CAMERA_NAMES
 from r2s2r.worlds import load_task, load_world
+
+# The calibration board the twin's presenter holds up: 9 x 6 inner corners of 40 mm squares.
+TWIN_BOARD = Checkerboard(9, 6, 0.04)
+# Where the board waits while it is not being shown (far outside every camera's view).
+BOARD_PARKED = np.array([3.0, -3.0, 0.0])
+# How many distinct board placements the twin's operator makes.
+BOARD_PLACEMENTS = 32
+
+
+def add_board(spec: mujoco.MjSpec, board: Checkerboard, px_per_square: int = 48) -> None:
+    """Add a printed ``board`` on a mocap body named ``calib_board`` whose frame is the
+    board's (OpenCV convention: corners in its xy plane, the printed face towards -z). It is
+    seen, not touched: it collides with nothing."""
+    margin = 1.0
+    image = board_texture(board, px_per_square, margin)
+    h, w = image.shape[:2]
+    tex = spec.add_texture(
+        name="calib_board_tex", type=mujoco.mjtTexture.mjTEXTURE_2D, width=w, height=h, nchannel=3
+    )
+    tex.data = image.tobytes()
+    mat = spec.add_material(name="calib_board_mat", specular=0.0, shininess=0.0)
+    mat.textures[mujoco.mjtTextureRole.mjTEXROLE_RGB] = tex.name
+    s = board.square_m
+    x0 = y0 = -(1.0 + margin) * s
+    x1, y1 = x0 + w / px_per_square * s, y0 + h / px_per_square * s
+    verts = [x0, y0, 0.0, x1, y0, 0.0, x1, y1, 0.0, x0, y1, 0.0]
+    # Image row 0 is the board's -y edge; both windings, so either side shows the print.
+    uv = [0.0, 0.0, 1.0, 0.0, 1.0, 1.0, 0.0, 1.0]
+    mesh = spec.add_mesh(
+        name="calib_board_mesh",
+        uservert=verts,
+        userface=[0, 2, 1, 0, 3, 2, 0, 1, 2, 0, 2, 3],
+        usertexcoord=uv,
+    )
+    mesh.inertia = mujoco.mjtMeshInertia.mjMESH_INERTIA_SHELL
+    body = spec.worldbody.add_body(name="calib_board", mocap=True, pos=list(BOARD_PARKED))
+    body.explicitinertial = True
+    body.mass, body.inertia = 0.2, [1e-3, 1e-3, 1e-3]
+    body.add_geom(
+        name="calib_board_geom",
+        type=mujoco.mjtGeom.mjGEOM_MESH,
+        meshname=mesh.name,
+        material=mat.name,
+        contype=0,
+        conaffinity=0,
+        group=2,
+    )
+
+
+def board_placements(
+    board: Checkerboard, rng: np.random.Generator, belt_top: float, n: int
+) -> list[np.ndarray]:
+    """``n`` poses (7,) of the board frame in the cell, as a person props a board up for a
+    camera looking down at the belt: over the belt, 8-35 cm above it, tilted 20-45 degrees in
+    varied directions, turned a little in its plane, printed face up."""
+    poses = []
+    face_up = Rotation.from_euler("x", 180.0, degrees=True)
+    for _ in range(n):
+        axis_angle = rng.uniform(0.0, 2.0 * np.pi)
+        axis = np.array([np.cos(axis_angle), np.sin(axis_angle), 0.0])
+        tilt = Rotation.from_rotvec(axis * np.radians(rng.uniform(20.0, 45.0)))
+        spin = Rotation.from_euler("z", rng.uniform(-30.0, 30.0), degrees=True)
+        rot = tilt * spin * face_up
+        centre = np.array(
+            [rng.uniform(-0.4, 0.4), rng.uniform(-0.12, 0.12), belt_top + rng.uniform(0.08, 0.35)]
+        )
+        pos = centre - rot.apply(board.center_m)
+        poses.append(np.concatenate([pos, rot.as_quat(scalar_first=True)]))
+    return poses
 
 
 @dataclass(frozen=True)
@@ -50,6 +122,7 @@ class TwinRig:
         world: str | Path | WorldSpec = "nominal",
         task: str | Path | TaskSpec = "pick_sort",
         realtime: bool = False,
+        native_cameras: bool = False,
     ) -> None:
         rng = np.random.default_rng(seed)
         self.nominal = load_world(world)
@@ -57,7 +130,16 @@ class TwinRig:
         self.__truth = TwinTruth(
             true_world(self.nominal, rng), true_camera_effects(rng, list(CAMERA_NAMES))
         )
-        scene = build_scene(self.task, self.__truth.world)
+        truth_world = self.__truth.world
+        scene = build_scene(self.task, truth_world, lambda spec: add_board(spec, TWIN_BOARD))
+        belt = truth_world.layout.belt
+        self._board_poses = board_placements(
+            TWIN_BOARD,
+            np.random.default_rng(seed + 3),
+            belt.pos[2],
+            BOARD_PLACEMENTS,
+        )
+        self._board_mocap = int(scene.model.body("calib_board").mocapid[0])
         set_action_mode(scene.model, "tcp")
         self._physics = MujocoPhysics(scene.model)
         self._cell = Cell(scene, self._physics)
@@ -70,6 +152,8 @@ class TwinRig:
         self._rng = np.random.default_rng(seed + 1)
         self._noise = np.random.default_rng(seed + 2)
         self.realtime = realtime
+        # Cameras deliver their own resolution (``native``), or the observation size (fast).
+        self.native_cameras = native_cameras
         self._lock = threading.RLock()
         self._renderer: SceneRenderer | None = None
         self._frames: dict[str, Frame] = {}
@@ -150,13 +234,28 @@ class TwinRig:
             base = arm * ACTION_PER_ARM + start
             self._action[base : base + len(values)] = values
 
+    def _place_board(self, placement: int | None) -> None:
+        with self._lock:
+            data = self._physics.data
+            if placement is None:
+                data.mocap_pos[self._board_mocap] = BOARD_PARKED
+                data.mocap_quat[self._board_mocap] = [1.0, 0.0, 0.0, 0.0]
+            else:
+                pose = self._board_poses[placement % len(self._board_poses)]
+                data.mocap_pos[self._board_mocap] = pose[:3]
+                data.mocap_quat[self._board_mocap] = pose[3:]
+            self._frames.clear()
+
     def _render(self, name: str, depth: bool = False) -> Frame:
         with self._lock:
             key = name + (":depth" if depth else "")
             if key not in self._frames:
                 if self._renderer is None:
                     self._renderer = SceneRenderer(
-                        self._physics.model, self.__truth.world, depth=True
+                        self._physics.model,
+                        self.__truth.world,
+                        depth=True,
+                        native=self.native_cameras,
                     )
                 data = self._physics.mjdata(0)
                 if depth:
@@ -216,8 +315,13 @@ class TwinCamera:
         self._rig, self.name = rig, name
 
     def intrinsics(self) -> Intrinsics:
-        # A driver reports the data-sheet intrinsics, not the true ones.
-        return Intrinsics.from_spec(self._rig.nominal.cameras[self.name])
+        # A driver reports the data-sheet intrinsics (not the true ones) at the resolution it
+        # delivers.
+        spec = self._rig.nominal.cameras[self.name]
+        nominal = Intrinsics.from_spec(spec)
+        if self._rig.native_cameras:
+            return nominal
+        return nominal.scaled(*self._rig.nominal.render.obs_size)
 
     def read(self) -> Frame:
         return self._rig._render(self.name)
@@ -250,3 +354,12 @@ class TwinPresenter:
 
     def present(self, object_name: str | None = None) -> str:
         return self._rig.present(object_name)
+
+    def place_board(self, placement: int) -> None:
+        """Prop the calibration board up in its ``placement``-th pose (a new pose for each
+        number, the same pose for the same number)."""
+        self._rig._place_board(placement)
+
+    def remove_board(self) -> None:
+        """Take the calibration board out of the cell."""
+        self._rig._place_board(None)

@@ -63,12 +63,14 @@ def set_wide_fov(model: mujoco.MjModel, cam_id: int, wide: WideRender) -> None:
     model.cam_fovy[cam_id] = wide.fovy_deg
 
 
-def plan_cameras(model: mujoco.MjModel, world: WorldSpec) -> list[CameraPlan]:
-    """Configure ``model``'s cameras for ``world`` and return how to render each one."""
-    size = world.render.obs_size
+def plan_cameras(model: mujoco.MjModel, world: WorldSpec, native: bool = False) -> list[CameraPlan]:
+    """Configure ``model``'s cameras for ``world`` and return how to render each one: at the
+    observation size, or with ``native`` at each camera's own resolution (as its driver
+    delivers it)."""
     plans = []
     for name in CAMERA_NAMES:
         cam = world.cameras[name]
+        size = (cam.width, cam.height) if native else world.render.obs_size
         cam_id = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_CAMERA, name)
         intr = camera_intrinsics(cam, size)
         if intr.is_ideal_pinhole:
@@ -109,9 +111,11 @@ def _make_renderer(model: mujoco.MjModel, width: int, height: int) -> mujoco.Ren
 class SceneRenderer:
     """Renders RGB views (and head depth) of an ``MjData`` the way the WorldSpec says."""
 
-    def __init__(self, model: mujoco.MjModel, world: WorldSpec, depth: bool = False) -> None:
+    def __init__(
+        self, model: mujoco.MjModel, world: WorldSpec, depth: bool = False, native: bool = False
+    ) -> None:
         self.model = model
-        self.plans = plan_cameras(model, world)
+        self.plans = plan_cameras(model, world, native)
         self._renderers: dict[tuple[int, int], mujoco.Renderer] = {}
         for plan in self.plans:
             w, h = plan.render_size
@@ -157,6 +161,9 @@ class SceneRenderer:
             self._scratch = mujoco.MjData(model)
         scratch = self._scratch
         acc = None
+        # Mocap bodies (props the twin holds still) are where ``data`` has them.
+        scratch.mocap_pos[:] = data.mocap_pos
+        scratch.mocap_quat[:] = data.mocap_quat
         for k in range(MOTION_BLUR_SAMPLES):
             scratch.qpos[:] = data.qpos
             back = -plan.motion_blur_s * k / (MOTION_BLUR_SAMPLES - 1)

@@ -7,6 +7,7 @@ Only one of groups 1 and 2 is enabled at a time (``MjOption.disableactuator``).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,16 +76,20 @@ def build_spec(task: TaskSpec, world: WorldSpec) -> mujoco.MjSpec:
     _static_cell(spec, task, world)
     _belt(spec, task, world)
     for side in ARM_SIDES:
-        _arm_and_hand(spec, world, side)
+        add_arm_and_hand(spec, world, side)
     _cameras(spec, world)
     for i, obj in enumerate(task.all_objects):
         _object(spec, obj, i)
     return spec
 
 
-def build_scene(task: TaskSpec, world: WorldSpec) -> Scene:
-    """Compile the cell."""
+def build_scene(
+    task: TaskSpec, world: WorldSpec, extras: Callable[[mujoco.MjSpec], None] | None = None
+) -> Scene:
+    """Compile the cell; ``extras`` may add to the spec first (the twin's calibration board)."""
     spec = build_spec(task, world)
+    if extras is not None:
+        extras(spec)
     model = spec.compile()
     model.opt.disableactuator = 1 << GROUP_JOINT
     # MuJoCo's near clipping plane is relative to the model's extent (metres across the whole
@@ -222,14 +227,28 @@ def _belt(spec: mujoco.MjSpec, task: TaskSpec, world: WorldSpec) -> None:
         axis=[1, 0, 0],
         limited=mujoco.mjtLimited.mjLIMITED_FALSE,
     )
+    # The slab slides back and forth by half a texture period around its rest position (the
+    # cell wraps it), so it is a period shorter than the belt; fixed end plates cover the strip
+    # its ends sweep, and the belt's visible ends stay put at +-length / 2 as a real belt's
+    # rollers do.
     slab.add_geom(
         name="belt",
         type=mujoco.mjtGeom.mjGEOM_BOX,
-        size=[belt.length / 2 + belt.texture_period / 2, belt.width / 2, belt.thickness / 2],
+        size=[belt.length / 2 - belt.texture_period / 2, belt.width / 2, belt.thickness / 2],
         material="belt_mat",
         friction=[1.2, 0.01, 0.001],
         mass=4.0,
     )
+    for end, sign in (("upstream", -1.0), ("downstream", 1.0)):
+        frame.add_geom(
+            name=f"belt_end_{end}",
+            type=mujoco.mjtGeom.mjGEOM_BOX,
+            size=[belt.texture_period / 2, belt.width / 2, belt.thickness / 2 + 0.0005],
+            pos=[sign * (belt.length - belt.texture_period) / 2, 0, -belt.thickness / 2],
+            rgba=[0.35, 0.36, 0.38, 1],
+            contype=0,
+            conaffinity=0,
+        )
     frame.add_site(name="belt_upstream", pos=[-belt.length / 2, 0, 0])
     act = spec.add_actuator(
         name="belt", target="belt", trntype=mujoco.mjtTrn.mjTRN_JOINT, group=GROUP_BELT
@@ -240,7 +259,7 @@ def _belt(spec: mujoco.MjSpec, task: TaskSpec, world: WorldSpec) -> None:
     act.ctrllimited = mujoco.mjtLimited.mjLIMITED_TRUE
 
 
-def _arm_and_hand(spec: mujoco.MjSpec, world: WorldSpec, side: str) -> None:
+def add_arm_and_hand(spec: mujoco.MjSpec, world: WorldSpec, side: str) -> None:
     base = world.layout.robots[side]  # type: ignore[index]
     ctl = world.controller
     assets = world.assets

@@ -76,3 +76,13 @@ class OperatorPresenter:
             if reply in self.object_names:
                 return reply
             question = f"{reply!r} is not an object of the task; type one of the names above: "
+
+    def place_board(self, placement: int) -> None:
+        self._prompt(
+            f"Board placement {placement + 1}: prop the calibration board up over the belt in a "
+            "new pose (tilted 15-40 degrees, a different place and tilt from before, fully in "
+            "the head camera's view), then press Enter: "
+        )
+
+    def remove_board(self) -> None:
+        self._prompt("Take the calibration board out of the cell, then press Enter: ")
