@@ -10,28 +10,28 @@ the sorting rule, and where the robot hand is (it watches it). Its mapping from 
 to the robot's is the calibration a person learns by watching the robot follow them. It
 moves like a person: minimum-jerk reaches with per-episode durations and via points, a
 physiological tremor, sometimes a hesitation before committing to the grasp, sometimes an
-overshoot that it then corrects, a several-finger power grasp, and another try when it sees
-that a lift left the object behind. While it follows the object it watches the robot hand and
-leads it by what it trails; over the bin it lets go once it sees the object above the bin.
+overshoot that it then corrects, a several-finger power grasp (for objects lower than the
+hooked fingers reach, a claw: thumb tucked under the palm, fingers hooked before the knuckles
+bend, the hand turned about the vertical to span the object's narrow side), and another try
+when it sees that a lift left the object behind. While it follows the object it watches the
+robot hand and leads it by what it trails; over the bin it lets go once it sees the object
+above the bin.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
-
 import numpy as np
 from scipy.spatial.transform import Rotation, Slerp
 
+from r2s2r.rig.human import Eyes, Segment, Style, TwinEyes, min_jerk
 from r2s2r.rig.interfaces import HandKeypoints
 from r2s2r.rig.retarget import HandKinematics
 from r2s2r.rig.teleop import HUMAN_HAND_SCALE, TrackerCalibration
 from r2s2r.sim.scene import PALM_DOWN
 from r2s2r.spec import TaskSpec, WorldSpec
 
-if TYPE_CHECKING:
-    from r2s2r.rig.twin import TwinRig
+# TwinEyes is the operator's view of the twin; importers find it here with the operator.
+__all__ = ["Eyes", "ScriptedOperator", "TwinEyes"]
 
 # Hand postures (20 joints, thumb first): relaxed open, pre-shaped, power grasp, and the
 # power grasp for flat objects, whose thumb closes only half way.
@@ -39,132 +39,12 @@ RELAXED = np.array([0.3, 0.1, 0.1, 0.05] + [0.0, 0.1, 0.1, 0.05] * 4)
 PRESHAPE = np.array([0.0, 0.0, 0.0, 0.0] + [0.0, 0.05, 0.0, 0.0] * 4)
 POWER_GRASP = np.array([1.3, 0.7, 0.6, 0.5] + [0.0, 1.4, 1.2, 0.9] * 4)
 FLAT_GRASP = np.concatenate([[0.6, 0.2, 0.2, 0.2], POWER_GRASP[4:]])
-
-
-class Eyes(Protocol):
-    """What the operator perceives of the cell."""
-
-    def now(self) -> float: ...
-
-    def object_pose(self) -> np.ndarray:
-        """The presented object's pose (7,) in the cell frame."""
-        ...
-
-    def hand_pose(self, side: str) -> np.ndarray:
-        """Where the robot's TCP of arm ``side`` is (7,) in the cell frame."""
-        ...
-
-    def belt_speed(self) -> float: ...
-
-
-class TwinEyes:
-    """A person's view of the twin.
-
-    ``object_pose`` asks the twin where the object is (``TwinRig.object_pose``), standing in
-    for a person seeing the object on the belt. It reveals no hidden world parameters
-    (camera, belt or controller offsets), only where the object visibly is. The robot hand
-    is seen through the arm's public state; the belt speed through the conveyor.
-    """
-
-    def __init__(self, rig: TwinRig) -> None:
-        self.rig = rig
-
-    def now(self) -> float:
-        return self.rig.now()
-
-    def object_pose(self) -> np.ndarray:
-        return self.rig.object_pose()
-
-    def hand_pose(self, side: str) -> np.ndarray:
-        return np.array(self.rig.arms[side].state().tcp_pose)
-
-    def belt_speed(self) -> float:
-        return self.rig.conveyor.speed()
-
-
-def min_jerk(tau: float) -> float:
-    """The minimum-jerk profile 10t^3 - 15t^4 + 6t^5 on [0, 1]."""
-    t = min(max(tau, 0.0), 1.0)
-    return t**3 * (10.0 + t * (-15.0 + 6.0 * t))
-
-
-def bump(tau: float) -> float:
-    """A smooth detour profile, 0 with zero slope at both ends and 1 at the middle."""
-    t = min(max(tau, 0.0), 1.0)
-    return 16.0 * t * t * (1.0 - t) ** 2
-
-
-@dataclass
-class Segment:
-    """A minimum-jerk move from ``start`` to a (possibly moving) goal through a detour."""
-
-    t0: float
-    duration: float
-    start: np.ndarray
-    goal: Callable[[float], np.ndarray]
-    via: np.ndarray = field(default_factory=lambda: np.zeros(3))
-
-    def at(self, t: float) -> np.ndarray:
-        tau = (t - self.t0) / self.duration
-        return self.start + (self.goal(t) - self.start) * min_jerk(tau) + self.via * bump(tau)
-
-    def done(self, t: float) -> bool:
-        return t - self.t0 >= self.duration
-
-
-@dataclass
-class Style:
-    """One episode's human variability, drawn when it begins."""
-
-    reaction_s: float
-    reach_s: float
-    hover_s: float
-    hesitate_s: float
-    descend_s: float
-    close_s: float
-    hold_s: float
-    lift_s: float
-    lift_m: float
-    carry_s: float
-    correct_s: float
-    via_reach: np.ndarray
-    via_carry: np.ndarray
-    overshoot: np.ndarray
-    grasp_offset: np.ndarray
-    grasp_scale: float
-    wobble: np.ndarray
-    tremor_amp: np.ndarray
-    tremor_hz: np.ndarray
-    tremor_phase: np.ndarray
-
-    @classmethod
-    def draw(cls, rng: np.random.Generator, p_hesitate: float, p_overshoot: float) -> Style:
-        overshoot = np.zeros(3)
-        if rng.random() < p_overshoot:
-            direction = rng.normal(size=3) * [1.0, 1.0, 0.4]
-            overshoot = direction / np.linalg.norm(direction) * rng.uniform(0.02, 0.04)
-        return cls(
-            reaction_s=rng.uniform(0.25, 0.6),
-            reach_s=rng.uniform(1.0, 1.5),
-            hover_s=rng.uniform(0.25, 0.45),
-            hesitate_s=rng.uniform(0.3, 0.8) if rng.random() < p_hesitate else 0.0,
-            descend_s=rng.uniform(0.7, 0.95),
-            close_s=rng.uniform(0.3, 0.45),
-            hold_s=rng.uniform(0.15, 0.3),
-            lift_s=rng.uniform(0.8, 1.1),
-            lift_m=rng.uniform(0.2, 0.25),
-            carry_s=rng.uniform(1.3, 1.8),
-            correct_s=rng.uniform(0.3, 0.5),
-            via_reach=rng.normal(0.0, 1.0, 3) * [0.02, 0.02, 0.01] + [0.0, 0.0, 0.04],
-            via_carry=rng.normal(0.0, 1.0, 3) * [0.02, 0.02, 0.01] + [0.0, 0.0, 0.03],
-            overshoot=overshoot,
-            grasp_offset=rng.normal(0.0, 1.0, 3) * [0.003, 0.003, 0.002],
-            grasp_scale=rng.uniform(0.97, 1.08),
-            wobble=rng.normal(0.0, np.radians(2.0), 3),
-            tremor_amp=rng.uniform(0.0004, 0.0009, 3),
-            tremor_hz=rng.uniform(8.0, 12.0, 3),
-            tremor_phase=rng.uniform(0.0, 2 * np.pi, 3),
-        )
+# The claw for low objects: the thumb tucked under the palm, its tip 5 cm behind the
+# knuckles, and the fingers hooked at the middle and end joints with straight knuckles, their
+# tips 2 cm beyond the knuckles; closing then bends only the knuckles, sweeping the hooked
+# tips back towards the thumb.
+CLAW_OPEN = np.array([1.2, 0.6, 1.0, 1.4] + [0.0, 0.0, 1.5, 1.3] * 4)
+CLAW_SHUT = np.array([1.3, 0.6, 1.0, 1.4] + [0.0, 1.0, 1.5, 1.3] * 4)
 
 
 class ScriptedOperator:
@@ -201,6 +81,15 @@ class ScriptedOperator:
     # grasp with the thumb half closed: a fully flexed thumb reaches the belt, and props the
     # hand up, before the fingers close.
     flat_m = 0.028
+    # Objects lower than ``claw_below_m`` (half-height) get the claw instead, when the side
+    # it spans is at most ``claw_span`` from the centre: the knuckles ``claw_center`` beyond
+    # the object's centre along the fingers and the TCP ``claw_h`` above the belt. The hand
+    # turns about the vertical (by at most ``max_yaw_deg``) to span the narrowest side.
+    claw_center = 0.022
+    claw_h = 0.035
+    claw_span = 0.035
+    claw_below_m = 0.0225
+    max_yaw_deg = 50.0
 
     def __init__(
         self,
@@ -229,6 +118,10 @@ class ScriptedOperator:
         self.side = side
         self.top_offset = obj.rest_height
         self.obj = obj
+        self.flat = obj.rest_height < self.flat_m
+        self.claw = False
+        self.yaw = 0.0
+        self.yaw_lead = 0.0  # The same by-eye correction for how the hand is turned.
         self.tries = 0
         self.bin_pos = np.asarray(layout.bins[self.task.bin_for(obj).name].pos, dtype=float)
         base_x = layout.robots["left" if side == "left" else "right"].pos[0]
@@ -259,7 +152,11 @@ class ScriptedOperator:
         s = self.style
         tremor = s.tremor_amp * np.sin(2 * np.pi * s.tremor_hz * t + s.tremor_phase)
         pitch = self.pitch_deg + self.carry_tilt_deg * self.tilt
-        grasp_rot = Rotation.from_euler("x", pitch, degrees=True) * PALM_DOWN
+        grasp_rot = (
+            Rotation.from_euler("z", self.yaw + self.yaw_lead)
+            * Rotation.from_euler("x", pitch, degrees=True)
+            * PALM_DOWN
+        )
         turn = (
             Rotation.from_rotvec(s.wobble * self.turn)
             * Slerp([0.0, 1.0], Rotation.concatenate([self.rest_rot, grasp_rot]))([self.turn])[0]
@@ -275,20 +172,58 @@ class ScriptedOperator:
     def _seen(self) -> np.ndarray:
         return self.eyes.object_pose()[:3]
 
-    def _half_across(self) -> float:
-        """How far the object visibly extends across the belt from its centre."""
+    @staticmethod
+    def _fingers(yaw: float) -> np.ndarray:
+        """The horizontal direction the open fingers point in, in the cell frame, for a hand
+        turned by ``yaw`` about the vertical from straight across the belt."""
+        return np.array([-np.sin(yaw), np.cos(yaw), 0.0])
+
+    def _plan_grasp(self) -> None:
+        """Choose the grasp for a low object: the claw, turned to span the object's
+        narrowest side within reach, if that side fits between thumb and fingers; else the
+        power grasp with the thumb half closed, straight across the belt."""
+        self.yaw, self.claw = 0.0, False
+        if self.obj.rest_height >= self.claw_below_m:
+            return
+        yaw = self._claw_yaw()
+        if self._half_along(self._fingers(yaw)) <= self.claw_span:
+            self.yaw, self.claw = yaw, True
+
+    def _half_along(self, direction: np.ndarray) -> float:
+        """How far the object visibly extends from its centre along a horizontal direction."""
         size = self.obj.size
         if self.obj.shape not in ("box", "ellipsoid"):
             return float(size[0])
-        quat = self.eyes.object_pose()[3:]
-        axes = Rotation.from_quat(quat, scalar_first=True).as_matrix()
-        return float(sum(abs(axes[1, i]) * size[i] for i in range(3)))
+        axes = Rotation.from_quat(self.eyes.object_pose()[3:], scalar_first=True).as_matrix()
+        return float(sum(abs(direction @ axes[:, i]) * size[i] for i in range(3)))
+
+    def _claw_yaw(self) -> float:
+        """The turn about the vertical that points the fingers across the narrowest side."""
+        if self.obj.shape != "box":
+            return 0.0
+        axes = Rotation.from_quat(self.eyes.object_pose()[3:], scalar_first=True).as_matrix()
+        # Each horizontal axis of the box, as a turn from across the belt in (-90, 90] deg.
+        turns = [
+            (self.obj.size[i], (np.arctan2(-a[0], a[1]) + np.pi / 2) % np.pi - np.pi / 2)
+            for i, a in enumerate(axes.T)
+            if abs(a[2]) < 0.7
+        ]
+        within = [c for c in turns if abs(c[1]) <= np.radians(self.max_yaw_deg)]
+        if not within:
+            return 0.0
+        # The narrowest side it can reach, turned to by eye (a few degrees off).
+        return float(min(within)[1]) + self.rng.normal(0.0, np.radians(3.0))
 
     def _grasp_point(self, t: float) -> np.ndarray:
         obj = self._seen()
         lead = self.eyes.belt_speed() * self.lead_s
+        if self.claw:
+            # The claw straddles the object's centre, a little above the belt.
+            point = obj + self._fingers(self.yaw) * self.claw_center
+            height = self.claw_h - self.top_offset
+            return point + [lead, 0.0, height] + self.style.grasp_offset
         # The fingers come down just beyond the object's far side.
-        reach = self._half_across() + self.reach
+        reach = self._half_along(self._fingers(0.0)) + self.reach
         # A hand pitched fingers-up keeps its heel, not its knuckles, just above the object.
         top = self.top_offset + self.palm_gap + 0.1 * np.sin(np.radians(self.pitch_deg))
         return obj + [lead, reach, top] + self.style.grasp_offset
@@ -308,6 +243,7 @@ class ScriptedOperator:
             speed = self.eyes.belt_speed()
             ahead = speed * (s.reach_s + s.hover_s + s.hesitate_s + s.descend_s)
             if t - self.t_start >= s.reaction_s and obj_x + ahead >= self.meet_x:
+                self._plan_grasp()
                 over = s.overshoot
                 goal = (
                     self._hover_point if not over.any() else lambda u: self._hover_point(u) + over
@@ -315,7 +251,7 @@ class ScriptedOperator:
                 self._go("reach", t, Segment(t, s.reach_s, self.intent.copy(), goal, s.via_reach))
         elif self.phase == "reach":
             self.turn = min_jerk(dt / s.reach_s)
-            self.posture = self._blend(RELAXED, PRESHAPE, dt / s.reach_s)
+            self.posture = self._blend(RELAXED, self._open_hand(), dt / s.reach_s)
             if self.seg is not None and self.seg.done(t):
                 if s.overshoot.any():
                     seg = Segment(t, s.correct_s, self.intent.copy(), self._hover_point)
@@ -324,7 +260,7 @@ class ScriptedOperator:
                     self._go("hover", t)
         elif self.phase == "regrasp":
             self.tilt = 1.0 - min_jerk(dt / 0.4)
-            self.posture = self._blend(self._posture_from, PRESHAPE, dt / 0.4)
+            self.posture = self._blend(self._posture_from, self._open_hand(), dt / 0.4)
             if self.seg is not None and self.seg.done(t):
                 self._go("hover", t)
         elif self.phase == "correct":
@@ -342,8 +278,11 @@ class ScriptedOperator:
                 self._go("close", t)
         elif self.phase == "close":
             self.intent = self._grasp_point(t)
-            grip = FLAT_GRASP if self.top_offset < self.flat_m else POWER_GRASP
-            self.posture = self._blend(PRESHAPE, grip * s.grasp_scale, dt / s.close_s)
+            if self.claw:
+                grip = CLAW_OPEN + (CLAW_SHUT - CLAW_OPEN) * s.grasp_scale
+            else:
+                grip = (FLAT_GRASP if self.flat else POWER_GRASP) * s.grasp_scale
+            self.posture = self._blend(self._open_hand(), grip, dt / s.close_s)
             if dt >= s.close_s + s.hold_s:
                 self._grasped_z = self._seen()[2]
                 lift_goal = self.intent + [0.0, 0.0, s.lift_m]
@@ -353,6 +292,7 @@ class ScriptedOperator:
             if self.seg is not None and self.seg.done(t) and self._missed():
                 # The object stayed behind: open up, go back over it and try again.
                 self.tries += 1
+                self._plan_grasp()
                 seg = Segment(t, s.reach_s * 0.7, self.intent.copy(), self._hover_point)
                 self._go("regrasp", t, seg)
             elif self.seg is not None and self.seg.done(t):
@@ -380,14 +320,27 @@ class ScriptedOperator:
             self.intent = self.seg.at(t)
         self._watch(t)
 
+    def _open_hand(self) -> np.ndarray:
+        return CLAW_OPEN if self.claw else PRESHAPE
+
     def _watch(self, t: float) -> None:
         """Close the loop by eye: while following the object, lead the robot hand by what
-        it is seen to trail (slowly, as a person does), within a few centimetres."""
+        it is seen to trail (slowly, as a person does), within a few centimetres; for the
+        claw, also lead the hand's turn about the vertical by what it is seen to lag."""
         dt = self._dt
         if self.phase in ("hover", "descend", "close", "regrasp"):
             seen = self.eyes.hand_pose(self.side)[:3]
             err = (self.intent - seen) * [1.0, 1.0, 0.0]
             self.lead = np.clip(self.lead + self.watch_gain * dt * err, -0.04, 0.04)
+            if self.claw and self.phase != "regrasp":
+                fingers = Rotation.from_quat(
+                    self.eyes.hand_pose(self.side)[3:], scalar_first=True
+                ).as_matrix()[:, 2]
+                off = self.yaw - np.arctan2(-fingers[0], fingers[1])
+                off = (off + np.pi) % (2 * np.pi) - np.pi
+                self.yaw_lead = float(
+                    np.clip(self.yaw_lead + self.watch_gain * dt * off, -0.5, 0.5)
+                )
         elif self.phase in ("release", "retreat"):
             self.lead *= max(0.0, 1.0 - 2.0 * dt)
 
