@@ -92,8 +92,9 @@ def _print_summary(summary: dict[str, Any]) -> None:
         f"(nominal {summary['nominal_fingertip_rms_mm']:.3f} mm)"
     )
     typer.echo(
-        f"head view vs rig: image difference {summary['image_diff']:.2f} "
-        f"(nominal {summary['nominal_image_diff']:.2f})"
+        f"replayed commands vs rig: TCP {summary['replay_tcp_mm']:.3f} mm, head view "
+        f"difference {summary['image_diff']:.2f} (nominal {summary['nominal_replay_tcp_mm']:.3f}"
+        f" mm, {summary['nominal_image_diff']:.2f})"
     )
 
 
@@ -171,7 +172,7 @@ def bench(
                 f"{n['pose_err_deg']:.2f} deg)"
             )
         n = figures["nominal"]
-        for key in (*SCENE_AND_MODEL_KEYS, "image_diff"):
+        for key in (*SCENE_AND_MODEL_KEYS, "replay_tcp_mm", "image_diff"):
             limit = f"  (limit {LIMITS[key]})" if key in LIMITS else ""
             typer.echo(f"{key:17s} {figures[key]:9.3f}  nominal {n[key]:9.3f}{limit}")
         typer.echo(

@@ -63,6 +63,8 @@ def judge(result: Grounding, truth: WorldSpec) -> dict[str, Any]:
         "tcp_rms_deg": s["tcp_rms_deg"],
         "fingertip_rms_mm": s["fingertip_rms_mm"],
         "image_diff": s["image_diff"],
+        "replay_tcp_mm": s["replay_tcp_mm"],
+        "replay_tcp_deg": s["replay_tcp_deg"],
         "objects_accepted": sum(o["accepted"] for o in s["objects"]),
         "objects": len(s["objects"]),
         "nominal": {
@@ -71,6 +73,8 @@ def judge(result: Grounding, truth: WorldSpec) -> dict[str, Any]:
             "tcp_rms_deg": s["nominal_tcp_rms_deg"],
             "fingertip_rms_mm": s["nominal_fingertip_rms_mm"],
             "image_diff": s["nominal_image_diff"],
+            "replay_tcp_mm": s["nominal_replay_tcp_mm"],
+            "replay_tcp_deg": s["nominal_replay_tcp_deg"],
         },
     }
 

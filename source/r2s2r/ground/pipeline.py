@@ -1,7 +1,8 @@
 """World grounding end to end: capture through a rig, then calibrate, register and identify,
 and write ``grounded.yaml`` with a report.
 
-``capture_all`` writes plain files under ``DIR`` (``cameras/``, ``scene/``, ``sysid/``);
+``capture_all`` writes plain files under ``DIR`` (``cameras/``, ``scene/``, ``sysid/``,
+``replay/``);
 ``ground_all`` reads them (a user's own captures in the same layout work too), and writes
 ``DIR/grounded.yaml`` only once every step has succeeded, atomically, so a failed run never
 leaves a partial world behind.
@@ -19,7 +20,8 @@ from typing import Any
 from r2s2r.ground.board import Checkerboard, parse_board
 from r2s2r.ground.board_capture import capture_cameras
 from r2s2r.ground.cameras import CameraGrounding, ground_cameras, grounded_cameras
-from r2s2r.ground.report import compare_views, write_report
+from r2s2r.ground.replay import Replay, capture_replay, compare_replay
+from r2s2r.ground.report import write_report
 from r2s2r.ground.scene import SceneGrounding, capture_scene, ground_scene
 from r2s2r.ground.sysid import SysIdConfig, SysIdRecordings, SysIdReport, identify, record_sysid
 from r2s2r.rig.safety import SafetySupervisor
@@ -61,6 +63,7 @@ def capture_all(
     recordings = record_sysid(supervisor, step, sysid or SysIdConfig(), progress=progress)
     (out / "sysid").mkdir(exist_ok=True)
     recordings.save(out / "sysid")
+    capture_replay(rig, supervisor, out, seed=seed + 7)
     meta = {
         "board": str(board),
         "seconds": time.perf_counter() - start,
@@ -79,7 +82,7 @@ class Grounding:
     cameras: dict[str, CameraGrounding]
     scene: SceneGrounding
     sysid: SysIdReport
-    # The head view of each sim against the rig's frame of the same state.
+    # The same commands replayed in each sim against the rig: TCP and head-view differences.
     compare: dict[str, Any]
     seconds: float
 
@@ -111,6 +114,10 @@ class Grounding:
             **self.sysid.summary(),
             "image_diff": self.compare["grounded_image_diff"],
             "nominal_image_diff": self.compare["nominal_image_diff"],
+            "replay_tcp_mm": self.compare["grounded_replay_tcp_mm"],
+            "replay_tcp_deg": self.compare["grounded_replay_tcp_deg"],
+            "nominal_replay_tcp_mm": self.compare["nominal_replay_tcp_mm"],
+            "nominal_replay_tcp_deg": self.compare["nominal_replay_tcp_deg"],
             "seconds": self.seconds,
         }
 
@@ -124,6 +131,7 @@ def ground_all(
     start = time.perf_counter()
     # Read the recordings first: a missing or damaged file stops the run before the slow steps.
     recordings = SysIdRecordings.load(capture / "sysid")
+    replay = Replay.load(capture)
     log.info("calibrating cameras")
     cams = ground_cameras(capture, nominal, progress=progress)
     world = grounded_cameras(nominal, cams)
@@ -133,8 +141,8 @@ def ground_all(
     log.info("identifying the arm and hand models")
     report = identify(recordings, nominal, progress=progress)
     world = report.world(world).replace(name="grounded")
-    log.info("comparing the sims' views with the rig's")
-    compare = compare_views(task, nominal, world, scene.empty_rgb)
+    log.info("replaying the rig's commands in the nominal and grounded sims")
+    compare = compare_replay(task, {"nominal": nominal, "grounded": world}, replay)
     return Grounding(world, nominal, cams, scene, report, compare, time.perf_counter() - start)
 
 
