@@ -22,9 +22,13 @@ def _plot_cameras(result: Grounding, path: Path) -> None:
         c = g.calibration
         views = list(c.views_used)
         x = np.arange(len(views))
-        ax.bar(x - 0.2, [c.view_rms_px[v] for v in views], 0.4, label="fit")
-        ax.bar(x + 0.2, [c.view_loo_px[v] for v in views], 0.4, label="leave-one-out")
-        ax.set_title(f"{name}: CAD mount {g.cad_rms_px:.2f} px, grounded {g.chain_rms_px:.2f} px")
+        ax.bar(x - 0.2, [c.view_rms_px[v] for v in views], 0.4, label="intrinsics fit")
+        ax.bar(x + 0.2, [c.view_loo_px[v] for v in views], 0.4, label="intrinsics leave-one-out")
+        ax.set_title(
+            f"{name}: through the CAD mount {g.cad_rms_px:.2f} px, "
+            f"through the grounded chain {g.chain_rms_px:.2f} px",
+            fontsize=9,
+        )
         ax.set_xlabel("view")
         ax.set_ylabel("reprojection RMS (px)")
         ax.legend(fontsize=8)
