@@ -112,7 +112,7 @@ def capture(
 
     rig_obj, _, nominal = _open_rig(rig, seed, config)
     capture_all(rig_obj, out, nominal, seed=seed)
-    typer.echo(f"{out}: captured (cameras/, scene/, sysid/)")
+    typer.echo(f"{out}: captured (cameras/, scene/, sysid/, replay/)")
 
 
 @app.command("all")
