@@ -13,7 +13,7 @@ import yaml
 import r2s2r
 from r2s2r.sim.cell import DROPPED, SORTED, WRONG_BIN
 from r2s2r.sim.env import PickSortEnv
-from r2s2r.sim.rotations import quat_mul, quat_to_rotvec, rotvec_to_quat
+from r2s2r.sim.rotations import quat_conj, quat_mul, quat_to_rotvec, rotvec_to_quat
 from r2s2r.spec import SpecError
 
 CONFIG = Path(__file__).resolve().parents[1] / "config"
@@ -177,7 +177,7 @@ def test_cartesian_controller_tracks_a_pose_target_under_its_limits() -> None:
         prev = obs["tcp_pose"][0, :3]
     ctl = env.world_spec.controller
     assert np.linalg.norm(obs["tcp_pose"][0, :3] - target[0, :3]) < 0.005
-    err = quat_to_rotvec(quat_mul(obs["tcp_pose"][0, 3:] * [1, -1, -1, -1], target[0, 3:]))
+    err = quat_to_rotvec(quat_mul(quat_conj(obs["tcp_pose"][0, 3:]), target[0, 3:]))
     assert np.degrees(np.linalg.norm(err)) < 2.0
     assert max(speeds) <= ctl.max_lin_vel * 1.1
     # The other arm holds still.

@@ -21,23 +21,22 @@ def info(
     """Summarize a dataset: episodes, frames, fps, cameras, tasks, success rate."""
     from r2s2r.data import Dataset
 
-    ds = Dataset(root)
-    successes = sum(bool(e["success"]) for e in ds.episodes)
-    summary = {
-        "path": str(ds.root),
-        "codebase_version": ds.info["codebase_version"],
-        "robot_type": ds.info["robot_type"],
-        "episodes": ds.num_episodes,
-        "frames": len(ds),
-        "fps": ds.fps,
-        "seconds": len(ds) / ds.fps,
-        "cameras": {c.name: [c.height, c.width] for c in ds.cameras},
-        "tasks": ds.tasks,
-        "success_rate": successes / ds.num_episodes if ds.num_episodes else None,
-        "data_mb": ds.info["data_files_size_in_mb"],
-        "video_mb": ds.info["video_files_size_in_mb"],
-    }
-    ds.close()
+    with Dataset(root) as ds:
+        successes = sum(bool(e["success"]) for e in ds.episodes)
+        summary = {
+            "path": str(ds.root),
+            "codebase_version": ds.info["codebase_version"],
+            "robot_type": ds.info["robot_type"],
+            "episodes": ds.num_episodes,
+            "frames": len(ds),
+            "fps": ds.fps,
+            "seconds": len(ds) / ds.fps,
+            "cameras": {c.name: [c.height, c.width] for c in ds.cameras},
+            "tasks": ds.tasks,
+            "success_rate": successes / ds.num_episodes if ds.num_episodes else None,
+            "data_mb": ds.info["data_files_size_in_mb"],
+            "video_mb": ds.info["video_files_size_in_mb"],
+        }
     if as_json:
         typer.echo(json.dumps(summary, indent=2))
         return
@@ -80,14 +79,13 @@ def view(
     from r2s2r.data import Dataset
     from r2s2r.data.view import log_to_rerun, write_contact_sheet
 
-    ds = Dataset(root)
-    if not 0 <= episode < ds.num_episodes:
-        raise ValueError(f"episode {episode} out of range (dataset has {ds.num_episodes})")
-    path = write_contact_sheet(ds, episode, out, columns)
-    typer.echo(f"wrote {path}")
-    if rerun:
-        log_to_rerun(ds, episode)
-    ds.close()
+    with Dataset(root) as ds:
+        if not 0 <= episode < ds.num_episodes:
+            raise ValueError(f"episode {episode} out of range (dataset has {ds.num_episodes})")
+        path = write_contact_sheet(ds, episode, out, columns)
+        typer.echo(f"wrote {path}")
+        if rerun:
+            log_to_rerun(ds, episode)
 
 
 @app.command()

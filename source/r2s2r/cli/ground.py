@@ -12,13 +12,21 @@ from r2s2r.cli.record import RigKind
 
 app = typer.Typer(no_args_is_help=True, help="World grounding: calibration, registration, sysid.")
 
+# Options shared by the commands that open a rig.
+RigOpt = Annotated[RigKind, typer.Option("--rig", help="the twin or the real cell")]
+SeedOpt = Annotated[int, typer.Option("--seed", help="twin seed")]
+ConfigOpt = Annotated[
+    Path | None, typer.Option("--config", help="hardware rig YAML (with --rig hardware)")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON")]
+
 
 @app.command()
 def calibrate(
     images: Annotated[Path, typer.Option(help="folder of board images (png, jpg)")],
     board: Annotated[str, typer.Option(help="checkerboard:COLSxROWS:SQUARE_M (inner corners)")],
     model: Annotated[str, typer.Option(help="camera model: pinhole or fisheye")],
-    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Fit a camera's intrinsics to checkerboard images; report the errors and dropped views."""
     from r2s2r.ground.board import parse_board
@@ -101,11 +109,9 @@ def _print_summary(summary: dict[str, Any]) -> None:
 @app.command()
 def capture(
     out: Annotated[Path, typer.Option("--out", help="capture folder")],
-    rig: Annotated[RigKind, typer.Option("--rig", help="the twin or the real cell")] = RigKind.twin,
-    seed: Annotated[int, typer.Option("--seed", help="twin seed")] = 0,
-    config: Annotated[
-        Path | None, typer.Option("--config", help="hardware rig YAML (with --rig hardware)")
-    ] = None,
+    rig: RigOpt = RigKind.twin,
+    seed: SeedOpt = 0,
+    config: ConfigOpt = None,
 ) -> None:
     """Capture board views, RGB-D of the cell and excitation recordings through a rig."""
     from r2s2r.ground.pipeline import capture_all
@@ -118,15 +124,13 @@ def capture(
 @app.command("all")
 def ground_all_cmd(
     out: Annotated[Path, typer.Option("--out", help="capture and output folder")],
-    rig: Annotated[RigKind, typer.Option("--rig", help="the twin or the real cell")] = RigKind.twin,
-    seed: Annotated[int, typer.Option("--seed", help="twin seed")] = 0,
-    config: Annotated[
-        Path | None, typer.Option("--config", help="hardware rig YAML (with --rig hardware)")
-    ] = None,
+    rig: RigOpt = RigKind.twin,
+    seed: SeedOpt = 0,
+    config: ConfigOpt = None,
     reuse: Annotated[
         bool, typer.Option("--reuse", help="ground an existing capture in --out, capture nothing")
     ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Capture, calibrate, register and identify; write OUT/grounded.yaml and OUT/report.md."""
     from r2s2r.ground.pipeline import capture_all, ground_all, write_grounding
@@ -148,11 +152,11 @@ def ground_all_cmd(
 
 @app.command()
 def bench(
-    seed: Annotated[int, typer.Option("--seed", help="twin seed")] = 0,
+    seed: SeedOpt = 0,
     out: Annotated[
         Path | None, typer.Option("--out", help="keep the capture and report here")
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Ground a twin end to end and compare with its hidden truth, grounded next to nominal."""
     from r2s2r.ground.bench import LIMITS, SCENE_AND_MODEL_KEYS, run_bench

@@ -79,9 +79,8 @@ def record(
     finally:
         if keys is not None:
             keys.close()
-        close = getattr(rig_obj, "close", None)
-        if rig is RigKind.hardware and close is not None:
-            close()
+        if rig is RigKind.hardware:
+            rig_obj.close()
     saved = [t for t in takes if t.decision == "saved"]
     ok = sum(t.success for t in saved)
     typer.echo(

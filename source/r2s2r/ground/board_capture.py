@@ -14,8 +14,8 @@ from scipy.spatial.transform import Rotation
 from tqdm import tqdm
 
 from r2s2r.ground.board import Checkerboard
-from r2s2r.ground.calibrate import solve_pose
-from r2s2r.ground.cameras import tcp_from_camera_nominal
+from r2s2r.ground.calibrate import pose_from_rvec, solve_pose
+from r2s2r.ground.cameras import spec_pose_matrix, tcp_from_camera_nominal
 from r2s2r.ground.detect import detect
 from r2s2r.rig.poses import matrix_to_pose, pose_to_matrix
 from r2s2r.spec import WorldSpec
@@ -113,9 +113,8 @@ def capture_cameras(
     rng = np.random.default_rng(seed)
     (folder / "head").mkdir(parents=True, exist_ok=True)
     head_intr = rig.cameras["head"].intrinsics()
-    head_nominal = pose_to_matrix(
-        np.concatenate([nominal.cameras["head"].pose.pos, nominal.cameras["head"].pose.quat])
-    )
+    head_nominal = spec_pose_matrix(nominal.cameras["head"].pose)
+    obj = board.object_points()
     total = head_placements + len(ARM_SIDES) * wrist_placements * wrist_views
     bar = tqdm(total=total, desc="capturing board views", unit="view", disable=not progress)
     wrist_poses: dict[str, dict[str, list[float]]] = {side: {} for side in ARM_SIDES}
@@ -137,14 +136,8 @@ def capture_cameras(
         if found is None:
             continue
         visited += 1
-        rvec, tvec = solve_pose(
-            head_intr.model, head_intr.K(), head_intr.D(), board.object_points(), found
-        )
-        cam_board = pose_to_matrix(
-            np.concatenate(
-                [tvec.ravel(), Rotation.from_rotvec(rvec.ravel()).as_quat(scalar_first=True)]
-            )
-        )
+        rvec, tvec = solve_pose(head_intr.model, head_intr.K(), head_intr.D(), obj, found)
+        cam_board = pose_to_matrix(pose_from_rvec(rvec, tvec))
         world_board = head_nominal @ cam_board
         centre = world_board[:3, :3] @ board.center_m + world_board[:3, 3]
         normal = world_board[:3, 2]

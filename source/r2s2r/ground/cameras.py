@@ -38,15 +38,27 @@ from r2s2r.sim.camera import Intrinsics
 from r2s2r.spec import WorldSpec
 from r2s2r.spec.world import ARM_SIDES, Pose
 
+# The TCP sits this far along the flange's z axis (as in r2s2r.sim.vendor).
+TCP_OFFSET_M = 0.12
 
-def tcp_from_camera_nominal(world: WorldSpec, side: str, tcp_offset: float = 0.12) -> np.ndarray:
+
+def spec_pose_matrix(pose: Pose) -> np.ndarray:
+    """A spec ``Pose`` as a 4x4 transform."""
+    return pose_to_matrix(np.concatenate([pose.pos, pose.quat]))
+
+
+def _tcp_from_flange(tcp_offset: float) -> np.ndarray:
+    m = np.eye(4)
+    m[2, 3] = -tcp_offset
+    return m
+
+
+def tcp_from_camera_nominal(
+    world: WorldSpec, side: str, tcp_offset: float = TCP_OFFSET_M
+) -> np.ndarray:
     """The CAD pose (4x4) of a wrist camera in its arm's TCP frame (the TCP sits
     ``tcp_offset`` along the flange's z axis)."""
-    cam = world.cameras[f"{side}_wrist"]
-    flange_from_cam = pose_to_matrix(np.concatenate([cam.pose.pos, cam.pose.quat]))
-    tcp_from_flange = np.eye(4)
-    tcp_from_flange[2, 3] = -tcp_offset
-    return tcp_from_flange @ flange_from_cam
+    return _tcp_from_flange(tcp_offset) @ spec_pose_matrix(world.cameras[f"{side}_wrist"].pose)
 
 
 # ----------------------------------------------------------------------------- calibration
@@ -85,6 +97,7 @@ class CameraGrounding:
         }
 
 
+# A rigid transform as the 6 numbers the least-squares fits vary: rotation vector, translation.
 def _pose_vec(m: np.ndarray) -> np.ndarray:
     return np.concatenate([Rotation.from_matrix(m[:3, :3]).as_rotvec(), m[:3, 3]])
 
@@ -102,13 +115,17 @@ def _pnp(intr: Intrinsics, obj: np.ndarray, corners: np.ndarray) -> np.ndarray:
     return _vec_pose(np.concatenate([np.ravel(rvec), np.ravel(tvec)]))
 
 
-def _reproject(intr: Intrinsics, obj: np.ndarray, cam_from_board: np.ndarray) -> np.ndarray:
+def _errors(
+    intr: Intrinsics, obj: np.ndarray, cam_from_board: np.ndarray, corners: np.ndarray
+) -> np.ndarray:
+    """Pixel errors (N, 2) of the board corners projected from ``cam_from_board`` (4x4)."""
     rvec = Rotation.from_matrix(cam_from_board[:3, :3]).as_rotvec()
     tvec = np.ascontiguousarray(cam_from_board[:3, 3])
-    return project(intr.model, intr.K(), intr.D(), obj, rvec, tvec)
+    return project(intr.model, intr.K(), intr.D(), obj, rvec, tvec) - corners.reshape(-1, 2)
 
 
 def _rms(errors: list[np.ndarray]) -> float:
+    """RMS (px) over every corner of pixel errors (N, 2) each; NaN for none."""
     sq = np.concatenate([np.sum(e.reshape(-1, 2) ** 2, axis=1) for e in errors])
     return float(np.sqrt(sq.mean())) if sq.size else math.nan
 
@@ -119,16 +136,46 @@ class _WristData:
     placements: list[str]
     tcp: list[np.ndarray]  # base_from_tcp 4x4
     corners: list[np.ndarray]
+    cam_board: list[np.ndarray]  # camera_from_board 4x4 by PnP
+
+    def subset(self, idx: list[int]) -> _WristData:
+        def pick(items: list[Any]) -> list[Any]:
+            return [items[i] for i in idx]
+
+        return _WristData(
+            pick(self.views),
+            pick(self.placements),
+            pick(self.tcp),
+            pick(self.corners),
+            pick(self.cam_board),
+        )
+
+    def boards(self, x: np.ndarray) -> dict[str, np.ndarray]:
+        """Board poses in the arm base per placement, through camera-on-TCP ``x`` and the
+        first view of each placement."""
+        boards: dict[str, np.ndarray] = {}
+        for plc, tcp, cam_board in zip(self.placements, self.tcp, self.cam_board, strict=True):
+            boards.setdefault(plc, tcp @ x @ cam_board)
+        return boards
+
+    def errors(
+        self,
+        intr: Intrinsics,
+        obj: np.ndarray,
+        i: int,
+        x: np.ndarray,
+        boards: dict[str, np.ndarray],
+    ) -> np.ndarray:
+        """Pixel errors (N, 2) of view ``i`` through the chain ``x`` and ``boards``."""
+        cam_board = np.linalg.inv(self.tcp[i] @ x) @ boards[self.placements[i]]
+        return _errors(intr, obj, cam_board, self.corners[i])
 
 
 def _fit_chain(
-    intr: Intrinsics,
-    obj: np.ndarray,
-    data: _WristData,
-    x0: np.ndarray,
-    boards0: dict[str, np.ndarray],
+    intr: Intrinsics, obj: np.ndarray, data: _WristData, x0: np.ndarray
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """Jointly fit the camera-on-TCP pose and the board poses to the wrist views."""
+    """Jointly fit the camera-on-TCP pose and the board poses to the wrist views, from ``x0``."""
+    boards0 = data.boards(x0)
     keys = sorted(boards0)
 
     def unpack(p: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
@@ -137,11 +184,9 @@ def _fit_chain(
 
     def residual(p: np.ndarray) -> np.ndarray:
         x, boards = unpack(p)
-        out = []
-        for plc, tcp, corners in zip(data.placements, data.tcp, data.corners, strict=True):
-            cam_board = np.linalg.inv(tcp @ x) @ boards[plc]
-            out.append((_reproject(intr, obj, cam_board) - corners.reshape(-1, 2)).ravel())
-        return np.concatenate(out)
+        return np.concatenate(
+            [data.errors(intr, obj, i, x, boards).ravel() for i in range(len(data.views))]
+        )
 
     p0 = np.concatenate([_pose_vec(x0)] + [_pose_vec(boards0[k]) for k in keys])
     sol = least_squares(residual, p0, method="lm", x_scale="jac")
@@ -149,41 +194,20 @@ def _fit_chain(
 
 
 def _wrist_chain(
-    intr: Intrinsics, board: Checkerboard, data: _WristData, x_nominal: np.ndarray
-) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, float], float]:
-    """Hand-eye by joint reprojection: X, board poses, per-view RMS and the LOO RMS."""
-    obj = board.object_points()
-    cam_board = [_pnp(intr, obj, c) for c in data.corners]
-
-    def initial(use: list[int], x: np.ndarray) -> dict[str, np.ndarray]:
-        boards: dict[str, np.ndarray] = {}
-        for i in use:
-            boards.setdefault(data.placements[i], data.tcp[i] @ x @ cam_board[i])
-        return boards
-
-    everything = list(range(len(data.views)))
-    x, boards = _fit_chain(intr, obj, data, x_nominal, initial(everything, x_nominal))
-    per_view = {}
-    for i, view in enumerate(data.views):
-        pred = _reproject(intr, obj, np.linalg.inv(data.tcp[i] @ x) @ boards[data.placements[i]])
-        per_view[view] = float(
-            np.sqrt(np.mean(np.sum((pred - data.corners[i].reshape(-1, 2)) ** 2, 1)))
-        )
+    intr: Intrinsics, obj: np.ndarray, data: _WristData, x_nominal: np.ndarray
+) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, np.ndarray], float]:
+    """Hand-eye by joint reprojection: X, board poses, per-view errors and the LOO RMS."""
+    x, boards = _fit_chain(intr, obj, data, x_nominal)
+    everything = range(len(data.views))
+    errors = {view: data.errors(intr, obj, i, x, boards) for i, view in enumerate(data.views)}
     loo_errors = []
     for i in everything:
         rest = [j for j in everything if j != i]
         if data.placements[i] not in {data.placements[j] for j in rest}:
             continue
-        part = _WristData(
-            [data.views[j] for j in rest],
-            [data.placements[j] for j in rest],
-            [data.tcp[j] for j in rest],
-            [data.corners[j] for j in rest],
-        )
-        xi, bi = _fit_chain(intr, obj, part, x, initial(rest, x))
-        pred = _reproject(intr, obj, np.linalg.inv(data.tcp[i] @ xi) @ bi[data.placements[i]])
-        loo_errors.append(pred - data.corners[i].reshape(-1, 2))
-    return x, boards, per_view, _rms(loo_errors)
+        xi, bi = _fit_chain(intr, obj, data.subset(rest), x)
+        loo_errors.append(data.errors(intr, obj, i, xi, bi))
+    return x, boards, errors, _rms(loo_errors)
 
 
 def _load_wrist(
@@ -210,6 +234,91 @@ def _load_wrist(
     return det, poses
 
 
+def _ground_wrist(
+    folder: Path, board: Checkerboard, nominal: WorldSpec, side: str, progress: bool
+) -> tuple[CameraGrounding, dict[str, np.ndarray]]:
+    """A wrist camera's grounding, and the board poses (4x4) in its arm's base frame."""
+    name = f"{side}_wrist"
+    obj = board.object_points()
+    det, poses = _load_wrist(folder / name, board, progress)
+    calib = calibrate(det, board, "fisheye")
+    intr = calib.intrinsics()
+    views = [v for v in calib.views_used if v in poses]
+    corners = [calib.corners[v] for v in views]
+    data = _WristData(
+        views,
+        [v.split("_")[0] for v in views],
+        [pose_to_matrix(poses[v]) for v in views],
+        corners,
+        [_pnp(intr, obj, c) for c in corners],
+    )
+    x_nominal = tcp_from_camera_nominal(nominal, side)
+    x, boards, errors, loo = _wrist_chain(intr, obj, data, x_nominal)
+    # The CAD camera with fitted intrinsics: board poses placed through it, X held at CAD.
+    cad_boards = data.boards(x_nominal)
+    cad_errors = {v: data.errors(intr, obj, i, x_nominal, cad_boards) for i, v in enumerate(views)}
+    flange_from_cam = np.linalg.inv(_tcp_from_flange(TCP_OFFSET_M)) @ x
+    grounding = CameraGrounding(
+        name,
+        calib,
+        matrix_to_pose(flange_from_cam),
+        _rms(list(errors.values())),
+        loo,
+        {v: _rms([e]) for v, e in errors.items()},
+        _rms(list(cad_errors.values())),
+        {v: _rms([e]) for v, e in cad_errors.items()},
+    )
+    return grounding, boards
+
+
+def _ground_head(
+    folder: Path,
+    board: Checkerboard,
+    nominal: WorldSpec,
+    boards_in_cell: dict[str, list[np.ndarray]],
+    progress: bool,
+) -> CameraGrounding:
+    """The head camera: intrinsics from its own views, pose from the boards the wrists found."""
+    obj = board.object_points()
+    head_images = [(p.stem, read_gray(p)) for p in sorted((folder / "head").glob("*.png"))]
+    det = detect(head_images, board, progress=progress)
+    # A data sheet without distortion means the camera delivers rectified images (a stereo
+    # camera's left view); fitting no distortion then pins the principal point down.
+    rectified = not nominal.cameras["head"].dist
+    calib = calibrate(det, board, "pinhole", distortion=not rectified)
+    shared = [v for v in calib.views_used if v in boards_in_cell]
+    if not shared:
+        raise CalibrationError(
+            f"{folder / 'head'}: the head camera saw none of the boards the wrist cameras "
+            "located; capture the wrist views at placements the head camera also sees"
+        )
+    cell_board = {v: _mean_pose(boards_in_cell[v]) for v in shared}
+    head_cad = spec_pose_matrix(nominal.cameras["head"].pose)
+    calib, cell_cam, per_view, rms = _head_chain(calib, obj, cell_board, calib.views_used)
+    loo_errs = []
+    for v in shared if len(shared) > 1 else []:
+        rest = {u: m for u, m in cell_board.items() if u != v}
+        views = [u for u in calib.views_used if u != v]
+        part, cam_v, _, _ = _head_chain(calib, obj, rest, views)
+        loo_errs.append(
+            _errors(part.intrinsics(), obj, np.linalg.inv(cam_v) @ cell_board[v], calib.corners[v])
+        )
+    intr = calib.intrinsics()
+    cad_errs = [
+        _errors(intr, obj, np.linalg.inv(head_cad) @ cell_board[v], calib.corners[v])
+        for v in shared
+    ]
+    return CameraGrounding(
+        "head",
+        calib,
+        matrix_to_pose(cell_cam),
+        rms,
+        _rms(loo_errs) if loo_errs else calib.loo_px,
+        per_view,
+        _rms(cad_errs),
+    )
+
+
 def ground_cameras(
     capture: Path, nominal: WorldSpec, progress: bool = True
 ) -> dict[str, CameraGrounding]:
@@ -221,96 +330,13 @@ def ground_cameras(
     if not meta_file.exists():
         raise CalibrationError(f"{meta_file}: missing; run 'r2s2r ground capture' first")
     board = parse_board(json.loads(meta_file.read_text())["board"])
-    obj = board.object_points()
     out: dict[str, CameraGrounding] = {}
     boards_in_cell: dict[str, list[np.ndarray]] = {}
     for side in ARM_SIDES:
-        name = f"{side}_wrist"
-        det, poses = _load_wrist(folder / name, board, progress)
-        calib = calibrate(det, board, "fisheye")
-        intr = calib.intrinsics()
-        views = [v for v in calib.views_used if v in poses]
-        data = _WristData(
-            views,
-            [v.split("_")[0] for v in views],
-            [pose_to_matrix(poses[v]) for v in views],
-            [calib.corners[v] for v in views],
-        )
-        x_nominal = tcp_from_camera_nominal(nominal, side)
-        x, boards, per_view, loo = _wrist_chain(intr, board, data, x_nominal)
+        out[f"{side}_wrist"], boards = _ground_wrist(folder, board, nominal, side, progress)
         for plc, m in boards.items():
             boards_in_cell.setdefault(plc, []).append(m)
-        # The CAD camera with fitted intrinsics: board poses refitted for it, X held at CAD.
-        cad_boards = {}
-        for plc in boards:
-            idx = [i for i, p in enumerate(data.placements) if p == plc]
-            cad_boards[plc] = data.tcp[idx[0]] @ x_nominal @ _pnp(intr, obj, data.corners[idx[0]])
-        cad_err = []
-        cad_view = {}
-        for i, view in enumerate(data.views):
-            pred = _reproject(
-                intr, obj, np.linalg.inv(data.tcp[i] @ x_nominal) @ cad_boards[data.placements[i]]
-            )
-            e = pred - data.corners[i].reshape(-1, 2)
-            cad_err.append(e)
-            cad_view[view] = float(np.sqrt(np.mean(np.sum(e**2, 1))))
-        tcp_from_flange = np.eye(4)
-        tcp_from_flange[2, 3] = -0.12
-        flange_from_cam = np.linalg.inv(tcp_from_flange) @ x
-        out[name] = CameraGrounding(
-            name,
-            calib,
-            matrix_to_pose(flange_from_cam),
-            _rms([per_view[v] * np.ones((1, 2)) / math.sqrt(2) for v in views]),
-            loo,
-            per_view,
-            _rms(cad_err),
-            cad_view,
-        )
-    # The head camera: intrinsics from its own views, pose from the boards the wrists found.
-    head_images = [(p.stem, read_gray(p)) for p in sorted((folder / "head").glob("*.png"))]
-    det = detect(head_images, board, progress=progress)
-    # A data sheet without distortion means the camera delivers rectified images (a stereo
-    # camera's left view); fitting no distortion then pins the principal point down.
-    rectified = not nominal.cameras["head"].dist
-    calib = calibrate(det, board, "pinhole", distortion=not rectified)
-    intr = calib.intrinsics()
-    shared = [v for v in calib.views_used if v in boards_in_cell]
-    if not shared:
-        raise CalibrationError(
-            f"{folder / 'head'}: the head camera saw none of the boards the wrist cameras "
-            "located; capture the wrist views at placements the head camera also sees"
-        )
-    cell_board = {v: _mean_pose(boards_in_cell[v]) for v in shared}
-    head_cad = pose_to_matrix(
-        np.concatenate([nominal.cameras["head"].pose.pos, nominal.cameras["head"].pose.quat])
-    )
-    calib, cell_cam, per_view, rms = _head_chain(calib, obj, cell_board, shared)
-    loo_errs = []
-    for v in shared if len(shared) > 1 else []:
-        rest = {u: m for u, m in cell_board.items() if u != v}
-        views = [u for u in calib.views_used if u != v]
-        part, cam_v, _, _ = _head_chain(calib, obj, rest, views)
-        intr_v = part.intrinsics()
-        loo_errs.append(
-            _reproject(intr_v, obj, np.linalg.inv(cam_v) @ cell_board[v])
-            - calib.corners[v].reshape(-1, 2)
-        )
-    intr = calib.intrinsics()
-    cad_errs = [
-        _reproject(intr, obj, np.linalg.inv(head_cad) @ cell_board[v])
-        - calib.corners[v].reshape(-1, 2)
-        for v in shared
-    ]
-    out["head"] = CameraGrounding(
-        "head",
-        calib,
-        matrix_to_pose(cell_cam),
-        rms,
-        _rms(loo_errs) if loo_errs else calib.loo_px,
-        per_view,
-        _rms(cad_errs),
-    )
+    out["head"] = _ground_head(folder, board, nominal, boards_in_cell, progress)
     return out
 
 
@@ -337,16 +363,11 @@ def _head_chain(
     def residual(p: np.ndarray) -> np.ndarray:
         intr, cell_cam = intrinsics(p), _vec_pose(p[:6])
         cam_cell = np.linalg.inv(cell_cam)
-        out = [
-            (
-                _reproject(intr, obj, cam_cell @ cell_board[v]) - calib.corners[v].reshape(-1, 2)
-            ).ravel()
-            for v in known
-        ]
+        out = [_errors(intr, obj, cam_cell @ cell_board[v], calib.corners[v]) for v in known]
         for i, v in enumerate(free):
             board = _vec_pose(p[10 + 6 * i : 16 + 6 * i])
-            out.append((_reproject(intr, obj, board) - calib.corners[v].reshape(-1, 2)).ravel())
-        return np.concatenate(out)
+            out.append(_errors(intr, obj, board, calib.corners[v]))
+        return np.concatenate([e.ravel() for e in out])
 
     inits = [cell_board[v] @ np.linalg.inv(pose_to_matrix(calib.board_pose(v))) for v in known]
     parts = [_pose_vec(_mean_pose(inits)), np.array([calib.fx, calib.fy, calib.cx, calib.cy])]
@@ -356,12 +377,9 @@ def _head_chain(
     p = sol.x
     fitted = replace(calib, fx=float(p[6]), fy=float(p[7]), cx=float(p[8]), cy=float(p[9]))
     intr, cam_cell = intrinsics(p), np.linalg.inv(_vec_pose(p[:6]))
-    per_view, errs = {}, []
-    for v in known:
-        e = _reproject(intr, obj, cam_cell @ cell_board[v]) - calib.corners[v].reshape(-1, 2)
-        errs.append(e)
-        per_view[v] = float(np.sqrt(np.mean(np.sum(e**2, 1))))
-    return fitted, _vec_pose(p[:6]), per_view, _rms(errs)
+    errors = {v: _errors(intr, obj, cam_cell @ cell_board[v], calib.corners[v]) for v in known}
+    per_view = {v: _rms([e]) for v, e in errors.items()}
+    return fitted, _vec_pose(p[:6]), per_view, _rms(list(errors.values()))
 
 
 def _mean_pose(mats: list[np.ndarray]) -> np.ndarray:

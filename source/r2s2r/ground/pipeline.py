@@ -151,7 +151,7 @@ def write_grounding(result: Grounding, out: Path) -> Path:
     ``out/grounded.yaml``."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    write_report(result, out, result.compare)
+    write_report(result, out)
     (out / "grounding.json").write_text(json.dumps(result.summary(), indent=1, default=float))
     result.world.save(out / "grounded.yaml")
     return out / "grounded.yaml"

@@ -21,15 +21,15 @@ from typing import Any
 
 import cv2
 import numpy as np
-from scipy.spatial.transform import Rotation
 
 from r2s2r.ground.sysid import SysIdError, arm_excitation
+from r2s2r.ground.sysid_arm import tcp_rms
+from r2s2r.sim.cell import ACTION_PER_ARM, HAND_DOF, Cell, set_action_mode
 from r2s2r.spec import TaskSpec, WorldSpec
 from r2s2r.spec.world import ARM_SIDES
 
 REPLAY_S = 8.0
 FRAME_EVERY_S = 1.0
-HAND_DOF = 20
 
 
 def capture_replay(
@@ -117,7 +117,6 @@ def replay_in_sim(
 ) -> tuple[np.ndarray, list[np.ndarray]]:
     """The replay's commands run in ``world``'s simulated cell from an episode start: TCP
     poses (T, 2, 7) and head views (the camera's own resolution) at the frame periods."""
-    from r2s2r.sim.cell import ACTION_PER_ARM, Cell, set_action_mode
     from r2s2r.sim.physics import MujocoPhysics
     from r2s2r.sim.render import SceneRenderer
     from r2s2r.sim.rotations import mat_to_quat
@@ -160,22 +159,13 @@ def image_difference(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.mean(np.abs(norm(a) - norm(b))) * 64.0)
 
 
-def tcp_errors(pred: np.ndarray, meas: np.ndarray) -> tuple[float, float]:
-    """Position (mm) and orientation (deg) RMS between TCP trajectories (T, k, 7)."""
-    pos = 1e3 * np.linalg.norm(pred[..., :3] - meas[..., :3], axis=-1)
-    a = Rotation.from_quat(pred[..., 3:].reshape(-1, 4), scalar_first=True)
-    b = Rotation.from_quat(meas[..., 3:].reshape(-1, 4), scalar_first=True)
-    ang = np.degrees((a.inv() * b).magnitude())
-    return float(np.sqrt(np.mean(pos**2))), float(np.sqrt(np.mean(ang**2)))
-
-
 def compare_replay(task: TaskSpec, worlds: dict[str, WorldSpec], replay: Replay) -> dict[str, Any]:
     """Each world's sim against the rig on the replay: TCP RMS (mm, deg), mean image
     difference of the head views, and the first frame of each for the report."""
     out: dict[str, Any] = {"views": {"rig": replay.frames[0] if replay.frames else None}}
     for name, world in worlds.items():
         tcp, views = replay_in_sim(task, world, replay)
-        mm, deg = tcp_errors(tcp, replay.measured)
+        mm, deg = tcp_rms([tcp], [replay.measured])
         diffs = [image_difference(v, f) for v, f in zip(views, replay.frames, strict=True)]
         out[f"{name}_replay_tcp_mm"] = mm
         out[f"{name}_replay_tcp_deg"] = deg

@@ -12,6 +12,14 @@ if TYPE_CHECKING:
     from r2s2r.ground.pipeline import Grounding
 
 
+def _save(fig: Any, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
 def _plot_cameras(result: Grounding, path: Path) -> None:
     import matplotlib.pyplot as plt
 
@@ -32,9 +40,7 @@ def _plot_cameras(result: Grounding, path: Path) -> None:
         ax.set_xlabel("view")
         ax.set_ylabel("reprojection RMS (px)")
         ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+    _save(fig, path)
 
 
 def _plot_tcp(result: Grounding, path: Path) -> None:
@@ -55,9 +61,7 @@ def _plot_tcp(result: Grounding, path: Path) -> None:
     )
     axes[0].legend(fontsize=8, loc="upper right")
     axes[-1].set_xlabel("time (s)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+    _save(fig, path)
 
 
 def _plot_fingertips(result: Grounding, path: Path) -> None:
@@ -76,16 +80,14 @@ def _plot_fingertips(result: Grounding, path: Path) -> None:
     ax.set_xlabel("period (20 ms)")
     ax.set_ylabel("mm")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+    _save(fig, path)
 
 
 def _write_rgb(path: Path, image: np.ndarray) -> None:
     cv2.imwrite(str(path), np.ascontiguousarray(image[:, :, ::-1]))
 
 
-def write_report(result: Grounding, out: Path, compare: dict[str, Any] | None = None) -> Path:
+def write_report(result: Grounding, out: Path) -> Path:
     """Write ``out/report.md`` and its PNGs."""
     from r2s2r.ground.register import draw_overlay
 
@@ -96,6 +98,7 @@ def write_report(result: Grounding, out: Path, compare: dict[str, Any] | None = 
     scene = result.scene
     _write_rgb(out / "registration.png", draw_overlay(scene.empty_rgb, scene.registration))
     s = result.summary()
+    compare = result.compare
     lines = [
         "# World grounding report",
         "",
@@ -137,24 +140,20 @@ def write_report(result: Grounding, out: Path, compare: dict[str, Any] | None = 
         f"| held-out TCP RMS (deg) | {s['tcp_rms_deg']:.3f} | {s['nominal_tcp_rms_deg']:.3f} |",
         f"| median fingertip RMS (mm) | {s['fingertip_rms_mm']:.3f} | "
         f"{s['nominal_fingertip_rms_mm']:.3f} |",
+        f"| replay on the rig vs in the sim: TCP RMS (mm) | "
+        f"{compare['grounded_replay_tcp_mm']:.3f} | {compare['nominal_replay_tcp_mm']:.3f} |",
+        f"| replay: TCP RMS (deg) | {compare['grounded_replay_tcp_deg']:.3f} | "
+        f"{compare['nominal_replay_tcp_deg']:.3f} |",
+        f"| replay: head view difference | {compare['grounded_image_diff']:.2f} | "
+        f"{compare['nominal_image_diff']:.2f} |",
     ]
-    if compare is not None:
-        lines += [
-            f"| replay on the rig vs in the sim: TCP RMS (mm) | "
-            f"{compare['grounded_replay_tcp_mm']:.3f} | {compare['nominal_replay_tcp_mm']:.3f} |",
-            f"| replay: TCP RMS (deg) | {compare['grounded_replay_tcp_deg']:.3f} | "
-            f"{compare['nominal_replay_tcp_deg']:.3f} |",
-            f"| replay: head view difference | {compare['grounded_image_diff']:.2f} | "
-            f"{compare['nominal_image_diff']:.2f} |",
-        ]
-        views = compare["views"]
-        if all(views.get(k) is not None for k in ("rig", "nominal", "grounded")):
-            strip = np.hstack([views["rig"], views["nominal"], views["grounded"]])
-            _write_rgb(out / "sim_views.png", cv2.resize(strip, None, fx=0.4, fy=0.4))
     lines += ["", "![TCP replay](tcp.png)", "", "![fingertips](fingertips.png)", ""]
-    if compare is not None:
+    views = compare["views"]
+    if all(views.get(k) is not None for k in ("rig", "nominal", "grounded")):
+        strip = np.hstack([views["rig"], views["nominal"], views["grounded"]])
+        _write_rgb(out / "sim_views.png", cv2.resize(strip, None, fx=0.4, fy=0.4))
         lines += [
-            "Head view of the nominal (left) and grounded (right) sims:",
+            "Head view on the rig (left) and in the nominal (middle) and grounded (right) sims:",
             "",
             "![sim views](sim_views.png)",
             "",

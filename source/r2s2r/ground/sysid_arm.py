@@ -14,7 +14,7 @@ rollout of each whole held-out recording.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import mujoco
@@ -44,6 +44,7 @@ _LOG_BOUNDS = (np.log(0.2), np.log(3.0))
 # Orientation residuals are weighted so that 1 degree counts like 4 mm (the 2 mm / 0.5 deg
 # targets are then equally hard).
 _MM_PER_DEG = 4.0
+_FD_STEP = 2e-3
 
 
 # ------------------------------------------------------------------ the surrogate model
@@ -110,6 +111,23 @@ def freeze_joint(spec: mujoco.MjSpec, joint: mujoco.MjsJoint, q: float) -> None:
     )
     body.quat = list(quat_mul(quat, turn))
     spec.delete(joint)
+
+
+def last_value(
+    fun: Callable[[np.ndarray], np.ndarray],
+) -> Callable[[np.ndarray], np.ndarray]:
+    """``fun`` that reuses its last result when called again at the same point: least_squares
+    evaluates the residuals at a point and then the Jacobian, which needs them there again."""
+    last: dict[bytes, np.ndarray] = {}
+
+    def wrapped(x: np.ndarray) -> np.ndarray:
+        key = x.tobytes()
+        if key not in last:
+            last.clear()
+            last[key] = fun(x)
+        return last[key]
+
+    return wrapped
 
 
 def _with_gains(arm: _ArmModel, ctl: ArmControllerSpec) -> mujoco.MjModel:
@@ -359,22 +377,19 @@ def fit_arm(
     par = _Params(tuple(params), nominal.controller)
     x0 = np.clip(par.x(_initial_guess(recordings, nominal.controller)), *par.bounds())
     bar = tqdm(total=max_iter, desc="fit arm", unit="iter", disable=not progress)
-    cache: dict[bytes, np.ndarray] = {}
 
+    @last_value
     def fun(x: np.ndarray) -> np.ndarray:
-        key = x.tobytes()
-        if key not in cache:
-            cache.clear()
-            cache[key] = _residuals(sim.predict([par.spec(x)], segments, length), meas[None])[0]
-            r = cache[key].reshape(-1, 6)
-            bar.set_postfix(
-                mm=f"{np.sqrt(np.mean(np.sum(r[:, :3] ** 2, 1))):.3f}",
-                deg=f"{np.sqrt(np.mean(np.sum(r[:, 3:] ** 2, 1))) / _MM_PER_DEG:.3f}",
-            )
-        return cache[key]
+        res = _residuals(sim.predict([par.spec(x)], segments, length), meas[None])[0]
+        r = res.reshape(-1, 6)
+        bar.set_postfix(
+            mm=f"{np.sqrt(np.mean(np.sum(r[:, :3] ** 2, 1))):.3f}",
+            deg=f"{np.sqrt(np.mean(np.sum(r[:, 3:] ** 2, 1))) / _MM_PER_DEG:.3f}",
+        )
+        return res
 
     def jac(x: np.ndarray) -> np.ndarray:
-        lo, hi = par.bounds()
+        _, hi = par.bounds()
         steps = np.where(x + _FD_STEP <= hi, _FD_STEP, -_FD_STEP)
         cands = [par.spec(x + np.eye(len(x))[k] * steps[k]) for k in range(len(x))]
         res = _residuals(sim.predict(cands, segments, length), meas[None])
@@ -386,9 +401,6 @@ def fit_arm(
     )
     bar.close()
     return par.spec(sol.x)
-
-
-_FD_STEP = 2e-3
 
 
 @dataclass(frozen=True)

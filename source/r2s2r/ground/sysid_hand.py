@@ -19,15 +19,15 @@ import numpy as np
 from scipy.optimize import least_squares
 from tqdm import tqdm
 
-from r2s2r.ground.sysid_arm import freeze_joint
+from r2s2r.ground.sysid_arm import freeze_joint, last_value
 from r2s2r.ground.sysid_data import HandRecording, SysIdError
 from r2s2r.rig.retarget import TIPS, HandKinematics
 from r2s2r.sim import robots
 from r2s2r.sim import scene as scene_mod
+from r2s2r.sim.cell import HAND_DOF
 from r2s2r.spec import WorldSpec
 from r2s2r.spec.world import HandActuatorSpec
 
-HAND_DOF = 20
 _JOINTS_PER_FINGER = 4
 _LOG_BOUNDS = (np.log(0.2), np.log(5.0))
 _FD_STEP = 2e-3
@@ -168,15 +168,12 @@ def fit_hand(
         return np.degrees(pred - sim.measured[None]).reshape(len(pred), -1)
 
     bar = tqdm(total=max_iter, desc="fit hand", unit="iter", disable=not progress)
-    cache: dict[bytes, np.ndarray] = {}
 
+    @last_value
     def fun(x: np.ndarray) -> np.ndarray:
-        key = x.tobytes()
-        if key not in cache:
-            cache.clear()
-            cache[key] = residuals(sim.predict([gains(x)]))[0]
-            bar.set_postfix(deg=f"{np.sqrt(np.mean(cache[key] ** 2)):.4f}")
-        return cache[key]
+        res = residuals(sim.predict([gains(x)]))[0]
+        bar.set_postfix(deg=f"{np.sqrt(np.mean(res**2)):.4f}")
+        return res
 
     def jac(x: np.ndarray) -> np.ndarray:
         # Perturb joint k of every finger at once; a finger's residuals see only its own.

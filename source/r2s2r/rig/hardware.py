@@ -24,7 +24,7 @@ from r2s2r.rig.drivers.flexiv import CartesianLimits, FlexivArm
 from r2s2r.rig.drivers.manual import ManualConveyor, OperatorPresenter, Prompt
 from r2s2r.rig.drivers.manus import ManusGlove
 from r2s2r.rig.drivers.opencv_camera import OpenCVCamera
-from r2s2r.rig.drivers.spec import HardwareSpec, OpenCVCameraConfig
+from r2s2r.rig.drivers.spec import CameraConfig, HardwareSpec, OpenCVCameraConfig
 from r2s2r.rig.drivers.vive import OpenVRSession, ViveTracker
 from r2s2r.rig.drivers.wuji import WujiHand
 from r2s2r.rig.drivers.zed import ZedCamera
@@ -32,7 +32,6 @@ from r2s2r.rig.interfaces import Arm, Camera, Conveyor, Hand, HandTracker, Objec
 from r2s2r.rig.safety import SafetyLimits, SafetySupervisor
 from r2s2r.sim.camera import Intrinsics
 from r2s2r.spec import WorldSpec
-from r2s2r.spec.world import IntrinsicsSpec
 from r2s2r.worlds import load_task, load_world
 
 log = logging.getLogger("r2s2r.drivers")
@@ -175,36 +174,10 @@ def build_rig(spec: HardwareSpec, prompt: Prompt = input) -> HardwareRig:
             side: keep(WujiHand(f"{side}_hand", hand_cfg.serial, clock=clock))
             for side, hand_cfg in spec.hands.items()
         }
-        cameras: dict[str, Camera] = {}
-        for name, cam_cfg in spec.cameras.items():
-            intr = _intrinsics(name, cam_cfg.intrinsics, world)
-            if isinstance(cam_cfg, OpenCVCameraConfig):
-                cameras[name] = keep(
-                    OpenCVCamera(
-                        cam_cfg.device,
-                        intr,
-                        fps=cam_cfg.fps,
-                        name=name,
-                        clock=clock,
-                        fourcc=cam_cfg.fourcc,
-                    )
-                )
-            else:
-                # The intrinsics serve the UVC fallback; the SDK reports its own calibration.
-                cameras[name] = keep(
-                    ZedCamera(
-                        name,
-                        cam_cfg.backend,
-                        cam_cfg.device,
-                        cam_cfg.serial,
-                        intr,
-                        intr.width,
-                        intr.height,
-                        cam_cfg.fps,
-                        cam_cfg.depth_mode,
-                        clock=clock,
-                    )
-                )
+        cameras: dict[str, Camera] = {
+            name: keep(_open_camera(name, cam_cfg, world, clock))
+            for name, cam_cfg in spec.cameras.items()
+        }
         trackers: dict[str, HandTracker] = {}
         resources: list[Any] = []
         session: OpenVRSession | None = None
@@ -243,9 +216,28 @@ def build_rig(spec: HardwareSpec, prompt: Prompt = input) -> HardwareRig:
     )
 
 
-def _intrinsics(name: str, configured: IntrinsicsSpec | None, world: WorldSpec) -> Intrinsics:
-    """Configured intrinsics, else the world's for the camera of the same name."""
-    return Intrinsics.from_spec(configured or world.cameras[name])
+def _open_camera(
+    name: str, cfg: CameraConfig, world: WorldSpec, clock: Callable[[], float]
+) -> Camera:
+    """Open one camera with its configured intrinsics, else the world's for the same name."""
+    intr = Intrinsics.from_spec(cfg.intrinsics or world.cameras[name])
+    if isinstance(cfg, OpenCVCameraConfig):
+        return OpenCVCamera(
+            cfg.device, intr, fps=cfg.fps, name=name, clock=clock, fourcc=cfg.fourcc
+        )
+    # The intrinsics serve the UVC fallback; the SDK reports its own calibration.
+    return ZedCamera(
+        name,
+        backend=cfg.backend,
+        device=cfg.device,
+        serial=cfg.serial,
+        intrinsics=intr,
+        width=intr.width,
+        height=intr.height,
+        fps=cfg.fps,
+        depth_mode=cfg.depth_mode,
+        clock=clock,
+    )
 
 
 def _close_all(devices: Any) -> list[str]:

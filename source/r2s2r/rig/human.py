@@ -61,6 +61,11 @@ def min_jerk(tau: float) -> float:
     return t**3 * (10.0 + t * (-15.0 + 6.0 * t))
 
 
+def blend(a: np.ndarray, b: np.ndarray, tau: float) -> np.ndarray:
+    """``a`` moved towards ``b`` along the minimum-jerk profile at ``tau`` in [0, 1]."""
+    return a + (b - a) * min_jerk(tau)
+
+
 def bump(tau: float) -> float:
     """A smooth detour profile, 0 with zero slope at both ends and 1 at the middle."""
     t = min(max(tau, 0.0), 1.0)
@@ -79,7 +84,7 @@ class Segment:
 
     def at(self, t: float) -> np.ndarray:
         tau = (t - self.t0) / self.duration
-        return self.start + (self.goal(t) - self.start) * min_jerk(tau) + self.via * bump(tau)
+        return blend(self.start, self.goal(t), tau) + self.via * bump(tau)
 
     def done(self, t: float) -> bool:
         return t - self.t0 >= self.duration

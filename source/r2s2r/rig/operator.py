@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.spatial.transform import Rotation, Slerp
 
-from r2s2r.rig.human import Eyes, Segment, Style, TwinEyes, min_jerk
+from r2s2r.rig.human import Eyes, Segment, Style, TwinEyes, blend, min_jerk
 from r2s2r.rig.interfaces import HandKeypoints
 from r2s2r.rig.retarget import HandKinematics
 from r2s2r.rig.teleop import HUMAN_HAND_SCALE, TrackerCalibration
@@ -56,16 +56,13 @@ class ScriptedOperator:
 
     name = "scripted_operator"
     # The knuckles (the TCP) come to rest this far beyond the object's far side, across the
-    # belt; the palm this far above the object's top; the hover this far above that.
+    # belt, level with the object's top; the hover is this far above that.
     reach = 0.012
-    palm_gap = 0.0
     hover = 0.12
     # The carry ends this high above the bin's floor.
     carry_height = 0.25
     # The operator aims this far ahead of the moving object (seconds of belt travel).
     lead_s = 0.15
-    # The hand is pitched fingers-up by this much from palm-down when it grasps.
-    pitch_deg = 0.0
     # How often it tries again after a missed grasp.
     max_tries = 2
     # How fast (1/s) the operator corrects the trailing robot hand it watches.
@@ -116,7 +113,6 @@ class ScriptedOperator:
         obj = next(o for o in self.task.all_objects if o.name == object_name)
         layout = self.world.layout
         self.side = side
-        self.top_offset = obj.rest_height
         self.obj = obj
         self.flat = obj.rest_height < self.flat_m
         self.claw = False
@@ -151,10 +147,9 @@ class ScriptedOperator:
         self._update(t)
         s = self.style
         tremor = s.tremor_amp * np.sin(2 * np.pi * s.tremor_hz * t + s.tremor_phase)
-        pitch = self.pitch_deg + self.carry_tilt_deg * self.tilt
         grasp_rot = (
             Rotation.from_euler("z", self.yaw + self.yaw_lead)
-            * Rotation.from_euler("x", pitch, degrees=True)
+            * Rotation.from_euler("x", self.carry_tilt_deg * self.tilt, degrees=True)
             * PALM_DOWN
         )
         turn = (
@@ -189,19 +184,23 @@ class ScriptedOperator:
         if self._half_along(self._fingers(yaw)) <= self.claw_span:
             self.yaw, self.claw = yaw, True
 
+    def _object_axes(self) -> np.ndarray:
+        """The seen object's axes (3, 3), one per column, in the cell frame."""
+        return Rotation.from_quat(self.eyes.object_pose()[3:], scalar_first=True).as_matrix()
+
     def _half_along(self, direction: np.ndarray) -> float:
         """How far the object visibly extends from its centre along a horizontal direction."""
         size = self.obj.size
         if self.obj.shape not in ("box", "ellipsoid"):
             return float(size[0])
-        axes = Rotation.from_quat(self.eyes.object_pose()[3:], scalar_first=True).as_matrix()
+        axes = self._object_axes()
         return float(sum(abs(direction @ axes[:, i]) * size[i] for i in range(3)))
 
     def _claw_yaw(self) -> float:
         """The turn about the vertical that points the fingers across the narrowest side."""
         if self.obj.shape != "box":
             return 0.0
-        axes = Rotation.from_quat(self.eyes.object_pose()[3:], scalar_first=True).as_matrix()
+        axes = self._object_axes()
         # Each horizontal axis of the box, as a turn from across the belt in (-90, 90] deg.
         turns = [
             (self.obj.size[i], (np.arctan2(-a[0], a[1]) + np.pi / 2) % np.pi - np.pi / 2)
@@ -220,13 +219,11 @@ class ScriptedOperator:
         if self.claw:
             # The claw straddles the object's centre, a little above the belt.
             point = obj + self._fingers(self.yaw) * self.claw_center
-            height = self.claw_h - self.top_offset
+            height = self.claw_h - self.obj.rest_height
             return point + [lead, 0.0, height] + self.style.grasp_offset
         # The fingers come down just beyond the object's far side.
         reach = self._half_along(self._fingers(0.0)) + self.reach
-        # A hand pitched fingers-up keeps its heel, not its knuckles, just above the object.
-        top = self.top_offset + self.palm_gap + 0.1 * np.sin(np.radians(self.pitch_deg))
-        return obj + [lead, reach, top] + self.style.grasp_offset
+        return obj + [lead, reach, self.obj.rest_height] + self.style.grasp_offset
 
     def _hover_point(self, t: float) -> np.ndarray:
         return self._grasp_point(t) + [0.0, 0.0, self.hover]
@@ -251,7 +248,7 @@ class ScriptedOperator:
                 self._go("reach", t, Segment(t, s.reach_s, self.intent.copy(), goal, s.via_reach))
         elif self.phase == "reach":
             self.turn = min_jerk(dt / s.reach_s)
-            self.posture = self._blend(RELAXED, self._open_hand(), dt / s.reach_s)
+            self.posture = blend(RELAXED, self._open_hand(), dt / s.reach_s)
             if self.seg is not None and self.seg.done(t):
                 if s.overshoot.any():
                     seg = Segment(t, s.correct_s, self.intent.copy(), self._hover_point)
@@ -260,7 +257,7 @@ class ScriptedOperator:
                     self._go("hover", t)
         elif self.phase == "regrasp":
             self.tilt = 1.0 - min_jerk(dt / 0.4)
-            self.posture = self._blend(self._posture_from, self._open_hand(), dt / 0.4)
+            self.posture = blend(self._posture_from, self._open_hand(), dt / 0.4)
             if self.seg is not None and self.seg.done(t):
                 self._go("hover", t)
         elif self.phase == "correct":
@@ -282,23 +279,24 @@ class ScriptedOperator:
                 grip = CLAW_OPEN + (CLAW_SHUT - CLAW_OPEN) * s.grasp_scale
             else:
                 grip = (FLAT_GRASP if self.flat else POWER_GRASP) * s.grasp_scale
-            self.posture = self._blend(self._open_hand(), grip, dt / s.close_s)
+            self.posture = blend(self._open_hand(), grip, dt / s.close_s)
             if dt >= s.close_s + s.hold_s:
                 self._grasped_z = self._seen()[2]
                 lift_goal = self.intent + [0.0, 0.0, s.lift_m]
                 self._go("lift", t, Segment(t, s.lift_s, self.intent.copy(), lambda u: lift_goal))
         elif self.phase == "lift":
             self.tilt = min_jerk((dt / s.lift_s - self.tilt_from) / (1.0 - self.tilt_from))
-            if self.seg is not None and self.seg.done(t) and self._missed():
-                # The object stayed behind: open up, go back over it and try again.
-                self.tries += 1
-                self._plan_grasp()
-                seg = Segment(t, s.reach_s * 0.7, self.intent.copy(), self._hover_point)
-                self._go("regrasp", t, seg)
-            elif self.seg is not None and self.seg.done(t):
-                above = self.bin_pos + [0.0, self.reach, self.carry_height]
-                seg = Segment(t, s.carry_s, self.intent.copy(), lambda u: above, s.via_carry)
-                self._go("carry", t, seg)
+            if self.seg is not None and self.seg.done(t):
+                if self._missed():
+                    # The object stayed behind: open up, go back over it and try again.
+                    self.tries += 1
+                    self._plan_grasp()
+                    seg = Segment(t, s.reach_s * 0.7, self.intent.copy(), self._hover_point)
+                    self._go("regrasp", t, seg)
+                else:
+                    above = self.bin_pos + [0.0, self.reach, self.carry_height]
+                    seg = Segment(t, s.carry_s, self.intent.copy(), lambda u: above, s.via_carry)
+                    self._go("carry", t, seg)
         elif self.phase == "carry":
             if self.seg is not None and self.seg.done(t):
                 self._go("aim", t)
@@ -309,7 +307,7 @@ class ScriptedOperator:
             if np.linalg.norm(off) < self.aim_m or dt > 2.0:
                 self._go("release", t)
         elif self.phase == "release":
-            self.posture = self._blend(self._posture_from, RELAXED, dt / 0.3)
+            self.posture = blend(self._posture_from, RELAXED, dt / 0.3)
             if dt >= 0.8:
                 rest = self.rest.copy()
                 seg = Segment(t, 1.5, self.intent.copy(), lambda u: rest)
@@ -329,13 +327,11 @@ class ScriptedOperator:
         claw, also lead the hand's turn about the vertical by what it is seen to lag."""
         dt = self._dt
         if self.phase in ("hover", "descend", "close", "regrasp"):
-            seen = self.eyes.hand_pose(self.side)[:3]
-            err = (self.intent - seen) * [1.0, 1.0, 0.0]
+            seen = self.eyes.hand_pose(self.side)
+            err = (self.intent - seen[:3]) * [1.0, 1.0, 0.0]
             self.lead = np.clip(self.lead + self.watch_gain * dt * err, -0.04, 0.04)
             if self.claw and self.phase != "regrasp":
-                fingers = Rotation.from_quat(
-                    self.eyes.hand_pose(self.side)[3:], scalar_first=True
-                ).as_matrix()[:, 2]
+                fingers = Rotation.from_quat(seen[3:], scalar_first=True).as_matrix()[:, 2]
                 off = self.yaw - np.arctan2(-fingers[0], fingers[1])
                 off = (off + np.pi) % (2 * np.pi) - np.pi
                 self.yaw_lead = float(
@@ -351,7 +347,3 @@ class ScriptedOperator:
         on_belt = abs(obj[0] - self.world.layout.belt.pos[0]) < self.world.layout.belt.length / 2
         within = obj[0] < self.world.layout.belt.pos[0] + 0.5
         return not lifted and on_belt and within and self.tries < self.max_tries
-
-    @staticmethod
-    def _blend(a: np.ndarray, b: np.ndarray, tau: float) -> np.ndarray:
-        return a + (b - a) * min_jerk(tau)

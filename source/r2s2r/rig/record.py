@@ -32,7 +32,7 @@ from r2s2r.rig.safety import SafetySupervisor
 from r2s2r.rig.teleop import TeleopSession, teleop_arm
 from r2s2r.sim.env import EMBODIMENT_IDS
 from r2s2r.spec import TaskSpec, WorldSpec
-from r2s2r.spec.world import ARM_SIDES, CAMERA_NAMES
+from r2s2r.spec.world import ARM_SIDES
 
 log = logging.getLogger("r2s2r.record")
 KEYS_HELP = "s start, e end+save, f end+save as failed, d discard, r redo, q quit"
@@ -203,8 +203,8 @@ class Recorder:
         take = Take(len(self.takes), name, arm, float(rig.conveyor.speed()))
         self.takes.append(take)
         self.teleop.begin(arm)
-        self._tracker = self.tracker[arm] if isinstance(self.tracker, dict) else self.tracker
-        begin = getattr(self._tracker, "begin", None)
+        tracker = self.tracker[arm] if isinstance(self.tracker, dict) else self.tracker
+        begin = getattr(tracker, "begin", None)
         if begin is not None:
             begin(name, arm)
         t0 = rig.now()
@@ -216,7 +216,7 @@ class Recorder:
             if key in ("e", "f", "d", "r", "q"):
                 take.ended_by = f"key:{key}"
                 break
-            self._record_frame(take, k, rig.now() - t0)
+            self._record_frame(take, k, rig.now() - t0, tracker)
             rig.step()
             if self._judged(take):
                 take.ended_by = "verdict"
@@ -237,7 +237,7 @@ class Recorder:
         return take
 
     # ----------------------------------------------------------------- internals
-    def _record_frame(self, take: Take, k: int, captured: float) -> None:
+    def _record_frame(self, take: Take, k: int, captured: float, tracker: HandTracker) -> None:
         rig = self.rig
         images = {name: rig.cameras[name].read().image for name in self.cameras}
         arms = [rig.arms[s].state() for s in ARM_SIDES]
@@ -249,7 +249,7 @@ class Recorder:
                 "hand_joints": np.stack([h.q for h in hands]),
             }
         )
-        action = self.teleop.step(self._tracker.read())
+        action = self.teleop.step(tracker.read())
         self.sup.tick()
         stamp = k / self.fps
         start = time.perf_counter()
@@ -303,7 +303,3 @@ class Recorder:
             if key is not None and key in allowed:
                 return key
             time.sleep(0.02)
-
-
-def default_cameras() -> tuple[str, ...]:
-    return tuple(CAMERA_NAMES)

@@ -143,9 +143,10 @@ class SafeArm:
 
     def resync(self) -> None:
         """Take the arm's current pose as the last accepted target."""
-        self._target = self.inner.state().tcp_pose.copy()
-        self._last_cmd = self.sup.clock()
-        self._mode = "active"
+        with self.sup._lock:
+            self._target = self.inner.state().tcp_pose.copy()
+            self._last_cmd = self.sup.clock()
+            self._mode = "active"
 
     def send_tcp_target(self, pose: np.ndarray) -> None:
         lim, sup = self.sup.limits, self.sup
@@ -161,12 +162,10 @@ class SafeArm:
                 return
             quat = pose[3:] / max(np.linalg.norm(pose[3:]), 1e-12)
             pos = pose[:3]
-            if np.linalg.norm(pos - self._target[:3]) > lim.max_jump_m:
+            jump = np.linalg.norm(pos - self._target[:3])
+            if jump > lim.max_jump_m:
                 sup._event(
-                    self.name,
-                    "rejected",
-                    f"target jumps {np.linalg.norm(pos - self._target[:3]):.3f} m "
-                    f"(limit {lim.max_jump_m} m)",
+                    self.name, "rejected", f"target jumps {jump:.3f} m (limit {lim.max_jump_m} m)"
                 )
                 self.hold("holding after a rejected command")
                 return
@@ -188,12 +187,13 @@ class SafeArm:
             self.inner.send_tcp_target(self._target)
 
     def hold(self, reason: str, kind: str = "hold") -> None:
-        """Command the current pose (once per hold)."""
-        if self._mode == "active":
-            self.inner.stop()
-            self._target = self.inner.state().tcp_pose.copy()
-            self._mode = "holding"
-            self.sup._event(self.name, kind, reason)
+        """Stop the arm where it is (once per hold); the next accepted command resumes."""
+        with self.sup._lock:
+            if self._mode == "active":
+                self.inner.stop()
+                self._target = self.inner.state().tcp_pose.copy()
+                self._mode = "holding"
+                self.sup._event(self.name, kind, reason)
 
     def watchdog(self, now: float) -> None:
         gap = now - self._last_cmd

@@ -25,6 +25,7 @@ from r2s2r.rig.interfaces import HandKeypoints
 from r2s2r.rig.poses import matrix_to_pose, pose_to_matrix
 from r2s2r.rig.retarget import RetargetConfig, Retargeter
 from r2s2r.rig.safety import SafetySupervisor
+from r2s2r.sim.kernels import ACTION_PER_ARM
 from r2s2r.spec import TaskSpec, WorldSpec
 from r2s2r.spec.world import ARM_SIDES
 
@@ -33,7 +34,6 @@ log = logging.getLogger("r2s2r.teleop")
 # A human hand is about this much larger than the robot hand (keypoint vectors are scaled by
 # its inverse before retargeting).
 HUMAN_HAND_SCALE = 1.1
-ACTION_PER_ARM = 27
 
 
 @dataclass(frozen=True)
@@ -146,11 +146,12 @@ class TeleopSession:
         except ValueError as err:
             q = None
             log.warning("teleop: rejected a hand frame at %.3f s (%s)", reading.stamp, err)
-        if q is None or not np.isfinite(tcp).all():
+        wrist_ok = bool(np.isfinite(tcp).all())
+        if q is None or not wrist_ok:
             # A bad frame: the supervisor rejects a bad wrist pose and holds the arm; a bad
             # hand frame holds the arm too, and the hand keeps its last target.
             self.rejected_frames += 1
-            if not np.isfinite(tcp).all():
+            if not wrist_ok:
                 arm.send_tcp_target(tcp)
             else:
                 arm.hold("teleop: non-finite hand keypoints")

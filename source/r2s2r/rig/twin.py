@@ -229,6 +229,11 @@ class TwinRig:
                 np.concatenate([pos[0, 0], mat_to_quat(mat[0, 0])]),
             )
 
+    def _hand_state(self, hand: int) -> HandState:
+        with self._lock:
+            qpos, _ = self._physics.state()
+            return HandState(self.now(), qpos[0, self._cell.idx.hand_qadr[hand]].copy())
+
     def _set_action(self, arm: int, start: int, values: np.ndarray) -> None:
         with self._lock:
             base = arm * ACTION_PER_ARM + start
@@ -296,10 +301,7 @@ class TwinHand:
         self._rig, self._index, self.name = rig, index, f"{side}_hand"
 
     def state(self) -> HandState:
-        with self._rig._lock:
-            qpos, _ = self._rig._physics.state()
-            q = qpos[0, self._rig._cell.idx.hand_qadr[self._index]].copy()
-        return HandState(self._rig.now(), q)
+        return self._rig._hand_state(self._index)
 
     def send_joint_targets(self, q: np.ndarray) -> None:
         q = np.asarray(q, dtype=float)
@@ -313,15 +315,15 @@ class TwinCamera:
 
     def __init__(self, rig: TwinRig, name: str) -> None:
         self._rig, self.name = rig, name
-
-    def intrinsics(self) -> Intrinsics:
         # A driver reports the data-sheet intrinsics (not the true ones) at the resolution it
         # delivers.
-        spec = self._rig.nominal.cameras[self.name]
-        nominal = Intrinsics.from_spec(spec)
-        if self._rig.native_cameras:
-            return nominal
-        return nominal.scaled(*self._rig.nominal.render.obs_size)
+        nominal = Intrinsics.from_spec(rig.nominal.cameras[name])
+        self._intrinsics = (
+            nominal if rig.native_cameras else nominal.scaled(*rig.nominal.render.obs_size)
+        )
+
+    def intrinsics(self) -> Intrinsics:
+        return self._intrinsics
 
     def read(self) -> Frame:
         return self._rig._render(self.name)
@@ -343,7 +345,8 @@ class TwinConveyor:
             self._rig._cell.set_belt_speed(np.array([0]), float(speed))
 
     def speed(self) -> float:
-        return float(self._rig._cell.belt_speed[0])
+        with self._rig._lock:
+            return float(self._rig._cell.belt_speed[0])
 
 
 class TwinPresenter:

@@ -16,7 +16,7 @@ from scipy.spatial.transform import Rotation
 from r2s2r.sim import kernels, robots
 from r2s2r.sim.controller import MotionGenerator
 from r2s2r.sim.physics import Physics
-from r2s2r.sim.rotations import mat_to_quat, quat_mul, quat_to_mat, quat_to_rotvec
+from r2s2r.sim.rotations import mat_to_quat, quat_conj, quat_mul, quat_to_mat, quat_to_rotvec
 from r2s2r.sim.scene import CART_AXES, GROUP_CARTESIAN, GROUP_JOINT, Scene, storage_pos
 from r2s2r.spec.world import ARM_SIDES
 
@@ -113,8 +113,10 @@ class Cell:
         self.objects = task.all_objects
         self.idx = CellIndex.build(model, len(self.objects), [o.name for o in self.objects])
         self._ref_mat = quat_to_mat(self.idx.ref_quat)
-        self._ref_conj = self.idx.ref_quat * np.array([1.0, -1.0, -1.0, -1.0])
+        self._ref_conj = quat_conj(self.idx.ref_quat)
         self.dt = 1.0 / task.control_hz
+        # The most an arm joint target may move in one control step (joint action mode).
+        self._arm_step = robots.RIZON4S_VEL_LIMITS * self.dt
         self.nsub = max(1, round(self.dt / model.opt.timestep))
         self.max_steps = int(round(task.episode_s * task.control_hz))
         self.motion = MotionGenerator(world.controller, self.n, self.dt)
@@ -128,8 +130,9 @@ class Cell:
             [self.bin_names.index(task.bin_for(o).name) for o in self.objects]
         )
         self._bins = _BinGeometry.build(scene)
-        self._belt_top = world.layout.belt.pos[2]
         belt = world.layout.belt
+        # An object below this height, outside every bin, has been dropped.
+        self._drop_line = belt.pos[2] - task.success.drop_depth
         self._half_period = belt.texture_period / 2
         self._belt_centre = np.asarray(belt.pos)
         self._belt_inv_rot = Rotation.from_euler("z", -belt.yaw_deg, degrees=True).as_matrix()
@@ -256,7 +259,7 @@ class Cell:
                 a,
                 _ARM_LO,
                 _ARM_HI,
-                robots.RIZON4S_VEL_LIMITS * self.dt,
+                self._arm_step,
                 _HAND_LO,
                 _HAND_HI,
                 idx.joint_ctrl,
@@ -351,7 +354,6 @@ class Cell:
     def _judge(self) -> None:
         qpos, qvel = self.physics.state()
         b = self._bins
-        success = self.scene.task.success
         kernels.judge(
             qpos,
             qvel,
@@ -366,8 +368,8 @@ class Cell:
             self._belt_centre,
             self._belt_inv_rot,
             self._belt_half,
-            success.settle_speed,
-            self._belt_top - success.drop_depth,
+            self.scene.task.success.settle_speed,
+            self._drop_line,
             self._rest_line,
         )
 

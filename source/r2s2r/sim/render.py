@@ -14,18 +14,13 @@ import mujoco
 import numpy as np
 
 from r2s2r.sim.camera import FisheyeRemap, Intrinsics, WideRender, plan_wide_render
-from r2s2r.spec.world import CAMERA_NAMES, CameraSpec, WorldSpec
+from r2s2r.spec.world import CAMERA_NAMES, WorldSpec
 
 # Renders averaged over the shutter time of a camera with motion blur (the shutter's start
 # and end; shutter times of a few milliseconds move the image by a pixel or two at most).
 MOTION_BLUR_SAMPLES = 2
 # Sensor size scale for MuJoCo's intrinsic camera mode: one pixel is this many length units.
 _PIXEL = 1e-3
-
-
-def camera_intrinsics(cam: CameraSpec, size: tuple[int, int]) -> Intrinsics:
-    """The camera's calibration scaled to an output ``size`` (width, height)."""
-    return Intrinsics.from_spec(cam).scaled(*size)
 
 
 @dataclass
@@ -72,7 +67,7 @@ def plan_cameras(model: mujoco.MjModel, world: WorldSpec, native: bool = False) 
         cam = world.cameras[name]
         size = (cam.width, cam.height) if native else world.render.obs_size
         cam_id = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_CAMERA, name)
-        intr = camera_intrinsics(cam, size)
+        intr = Intrinsics.from_spec(cam).scaled(*size)
         if intr.is_ideal_pinhole:
             set_pinhole_intrinsics(model, cam_id, intr)
             plans.append(CameraPlan(name, cam_id, size, None, cam.exposure, cam.motion_blur_s))

@@ -27,6 +27,7 @@ def quat_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def quat_conj(q: np.ndarray) -> np.ndarray:
+    """Conjugates (..., 4) of quaternions (..., 4): the inverse rotations of unit ones."""
     return q * np.array([1.0, -1.0, -1.0, -1.0])
 
 

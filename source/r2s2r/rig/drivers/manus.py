@@ -127,7 +127,6 @@ class ManusGlove:
         self.side, self.wrist_tracker, self._clock = side, wrist_tracker, clock
         self.wrist_rotation = unit_quat(np.asarray(wrist_rotation, dtype=float))
         zmq = import_zmq()
-        self._zmq = zmq
         self._ctx = zmq.Context.instance()
         self._sock = self._ctx.socket(zmq.SUB)
         self._sock.setsockopt(zmq.RCVTIMEO, 200)
