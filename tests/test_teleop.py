@@ -16,11 +16,12 @@ from r2s2r.rig.safety import SafetySupervisor
 from r2s2r.rig.teleop import TeleopSession, TrackerCalibration, teleop_arm
 from r2s2r.rig.twin import TwinRig
 
-# Operator success on seeds 0-9 (no cameras). Measured: 5 of 10 here, and about half on a
-# larger seed set; the target is 80% (see the recorder's report). The twin and the
-# operator are deterministic per seed, so this is a regression floor, not a statistical claim.
-OPERATOR_SEEDS = range(10)
-OPERATOR_FLOOR = 0.5
+# Operator success on a fixed seed set (no cameras), against the target of 80 %.
+# Measured on this project's machine: 20 of seeds 0-19, 50 of seeds 0-49 and 46 of seeds
+# 50-99. The twin and the operator are deterministic per seed, so this is a regression floor
+# at the target, not a statistical claim.
+OPERATOR_SEEDS = range(20)
+OPERATOR_FLOOR = 0.8
 
 
 def _session(seed: int) -> tuple[TwinRig, SafetySupervisor, TeleopSession, ScriptedOperator]:
@@ -115,3 +116,9 @@ def test_teleop_commands_go_through_the_supervisor_and_bad_frames_hold(
 def test_operator_success_rate_on_fixed_seeds() -> None:
     wins = sum(run_operator_episode(seed)[1] for seed in OPERATOR_SEEDS)
     assert wins / len(OPERATOR_SEEDS) >= OPERATOR_FLOOR
+
+
+@pytest.mark.slow
+def test_operator_success_rate_on_a_hundred_seeds() -> None:
+    outcomes = [run_operator_episode(seed) for seed in range(100)]
+    assert sum(ok for _, ok in outcomes) >= 80, outcomes

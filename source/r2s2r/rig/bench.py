@@ -4,8 +4,11 @@ the recording real-time factor and dataset write throughput."""
 from __future__ import annotations
 
 import logging
+import os
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
@@ -101,6 +104,11 @@ def bench_record(seconds: float = 3.0, take_s: float = 1.0) -> dict[str, float]:
 def run_operator_episode(seed: int) -> tuple[str, bool]:
     """One scripted-operator episode on a twin of ``seed`` through teleop and the safety
     supervisor, without cameras; returns the object's status and whether it succeeded."""
+    return _operator_episode(seed)[1:]
+
+
+def _operator_episode(seed: int) -> tuple[str, str, bool]:
+    """``run_operator_episode`` with the presented object's name first."""
     from r2s2r.rig.operator import ScriptedOperator, TwinEyes
     from r2s2r.rig.safety import SafetySupervisor
     from r2s2r.rig.teleop import TeleopSession, TrackerCalibration, teleop_arm
@@ -123,13 +131,25 @@ def run_operator_episode(seed: int) -> tuple[str, bool]:
         status, success, done = rig.episode_outcome()
         if done:
             break
-    return status, success
+    return name, status, success
 
 
-def bench_operator(seeds: int) -> dict[str, float]:
-    """The scripted operator's success rate on seeds 0 .. seeds - 1 (nominal conditions)."""
-    wins = sum(run_operator_episode(seed)[1] for seed in range(seeds))
-    return {"operator_seeds": float(seeds), "operator_success_rate": wins / seeds}
+def bench_operator(seeds: int, workers: int | None = None) -> dict[str, Any]:
+    """The scripted operator's success rate on seeds 0 .. seeds - 1 (nominal conditions),
+    overall and per object; the episodes run in ``workers`` processes (one per core)."""
+    workers = workers or os.cpu_count() or 1
+    with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
+        outcomes = list(pool.map(_operator_episode, range(seeds)))
+    by_object: dict[str, list[bool]] = {}
+    for name, _, success in outcomes:
+        by_object.setdefault(name, []).append(success)
+    return {
+        "operator_seeds": float(seeds),
+        "operator_success_rate": sum(ok for *_, ok in outcomes) / seeds,
+        "operator_success_by_object": {
+            name: f"{sum(oks)}/{len(oks)}" for name, oks in sorted(by_object.items())
+        },
+    }
 
 
 def run_bench(seconds: float = 3.0, operator_seeds: int = 0) -> dict[str, Any]:

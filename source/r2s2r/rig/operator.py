@@ -10,12 +10,12 @@ the sorting rule, and where the robot hand is (it watches it). Its mapping from 
 to the robot's is the calibration a person learns by watching the robot follow them. It
 moves like a person: minimum-jerk reaches with per-episode durations and via points, a
 physiological tremor, sometimes a hesitation before committing to the grasp, sometimes an
-overshoot that it then corrects, a several-finger power grasp (for objects lower than the
-hooked fingers reach, a claw: thumb tucked under the palm, fingers hooked before the knuckles
-bend, the hand turned about the vertical to span the object's narrow side), and another try
-when it sees that a lift left the object behind. While it follows the object it watches the
-robot hand and leads it by what it trails; over the bin it lets go once it sees the object
-above the bin.
+overshoot that it then corrects, a several-finger power grasp (for low objects, a claw:
+thumb tucked under the palm, fingers hooked before the knuckles bend), the hand turned about
+the vertical to where the arm's wrist is comfortable and, for a box, to span its narrow side,
+and another try when it sees that a lift left the object behind. While it follows the
+object it watches the robot hand and leads it by what it trails, in place and in turn; over
+the bin it lets go once it sees the object above the bin.
 """
 
 from __future__ import annotations
@@ -39,12 +39,14 @@ RELAXED = np.array([0.3, 0.1, 0.1, 0.05] + [0.0, 0.1, 0.1, 0.05] * 4)
 PRESHAPE = np.array([0.0, 0.0, 0.0, 0.0] + [0.0, 0.05, 0.0, 0.0] * 4)
 POWER_GRASP = np.array([1.3, 0.7, 0.6, 0.5] + [0.0, 1.4, 1.2, 0.9] * 4)
 FLAT_GRASP = np.concatenate([[0.6, 0.2, 0.2, 0.2], POWER_GRASP[4:]])
-# The claw for low objects: the thumb tucked under the palm, its tip 5 cm behind the
-# knuckles, and the fingers hooked at the middle and end joints with straight knuckles, their
-# tips 2 cm beyond the knuckles; closing then bends only the knuckles, sweeping the hooked
-# tips back towards the thumb.
-CLAW_OPEN = np.array([1.2, 0.6, 1.0, 1.4] + [0.0, 0.0, 1.5, 1.3] * 4)
-CLAW_SHUT = np.array([1.3, 0.6, 1.0, 1.4] + [0.0, 1.0, 1.5, 1.3] * 4)
+
+# The claw for low objects: the thumb tucked under the palm, its tip 7 cm behind the
+# knuckles and 4.5 cm below them, and the fingers hooked at the middle and end joints with
+# straight knuckles, their tips 7 cm beyond the knuckles; closing then bends only the
+# knuckles, sweeping the hooked tips down and back towards the thumb, which pinches anything
+# up to 11 cm long between them.
+CLAW_OPEN = np.array([1.2, 0.6, 1.0, 1.4] + [0.0, 0.0, 0.7, 0.5] * 4)
+CLAW_SHUT = np.array([1.3, 0.6, 1.0, 1.4] + [0.0, 1.0, 0.7, 0.5] * 4)
 
 
 class ScriptedOperator:
@@ -79,14 +81,20 @@ class ScriptedOperator:
     # hand up, before the fingers close.
     flat_m = 0.028
     # Objects lower than ``claw_below_m`` (half-height) get the claw instead, when the side
-    # it spans is at most ``claw_span`` from the centre: the knuckles ``claw_center`` beyond
-    # the object's centre along the fingers and the TCP ``claw_h`` above the belt. The hand
-    # turns about the vertical (by at most ``max_yaw_deg``) to span the narrowest side.
-    claw_center = 0.022
-    claw_h = 0.035
-    claw_span = 0.035
-    claw_below_m = 0.0225
-    max_yaw_deg = 50.0
+    # it spans is at most ``claw_span`` from the centre: the knuckles (the TCP) over the
+    # object's centre, ``claw_h`` above the belt or, for taller objects, high enough that
+    # the palm's underside (1.5 cm below the knuckles) clears the object's top by 1 cm.
+    claw_below_m = 0.026
+    claw_span = 0.056
+    claw_h = 0.06
+    palm_clear = 0.025
+    # How the hand is turned about the vertical, from straight across the belt (positive:
+    # fingers upstream). Palm down with the fingers straight across would put the arm's
+    # forearm roll at its limit where each arm meets the object; turned downstream, within
+    # the window per arm, the wrist is comfortable, as a person finds out on the first try.
+    # Round objects get the middle of the window; boxes the turn in the window that spans
+    # the least of them.
+    yaw_window_deg = {"left": (-100.0, -30.0), "right": (-75.0, -5.0)}
 
     def __init__(
         self,
@@ -174,15 +182,15 @@ class ScriptedOperator:
         return np.array([-np.sin(yaw), np.cos(yaw), 0.0])
 
     def _plan_grasp(self) -> None:
-        """Choose the grasp for a low object: the claw, turned to span the object's
-        narrowest side within reach, if that side fits between thumb and fingers; else the
-        power grasp with the thumb half closed, straight across the belt."""
-        self.yaw, self.claw = 0.0, False
-        if self.obj.rest_height >= self.claw_below_m:
-            return
-        yaw = self._claw_yaw()
-        if self._half_along(self._fingers(yaw)) <= self.claw_span:
-            self.yaw, self.claw = yaw, True
+        """Choose the grasp: the hand turned to span a box's narrowest side (any turn in
+        the comfortable window for round objects); for a low object, the claw if that side
+        fits between thumb and fingers, else the power grasp with the thumb half closed."""
+        # Turned by eye, a few degrees off.
+        self.yaw = self._grasp_yaw() + self.rng.normal(0.0, np.radians(3.0))
+        self.claw = (
+            self.obj.rest_height < self.claw_below_m
+            and self._half_along(self._fingers(self.yaw)) <= self.claw_span
+        )
 
     def _object_axes(self) -> np.ndarray:
         """The seen object's axes (3, 3), one per column, in the cell frame."""
@@ -196,34 +204,28 @@ class ScriptedOperator:
         axes = self._object_axes()
         return float(sum(abs(direction @ axes[:, i]) * size[i] for i in range(3)))
 
-    def _claw_yaw(self) -> float:
-        """The turn about the vertical that points the fingers across the narrowest side."""
+    def _grasp_yaw(self) -> float:
+        """The turn about the vertical in this arm's comfortable window that spans the least
+        of the object (the window's middle for round objects)."""
+        lo, hi = np.radians(self.yaw_window_deg[self.side])
         if self.obj.shape != "box":
-            return 0.0
-        axes = self._object_axes()
-        # Each horizontal axis of the box, as a turn from across the belt in (-90, 90] deg.
-        turns = [
-            (self.obj.size[i], (np.arctan2(-a[0], a[1]) + np.pi / 2) % np.pi - np.pi / 2)
-            for i, a in enumerate(axes.T)
-            if abs(a[2]) < 0.7
-        ]
-        within = [c for c in turns if abs(c[1]) <= np.radians(self.max_yaw_deg)]
-        if not within:
-            return 0.0
-        # The narrowest side it can reach, turned to by eye (a few degrees off).
-        return float(min(within)[1]) + self.rng.normal(0.0, np.radians(3.0))
+            return float(lo + hi) / 2.0
+        turns = np.linspace(lo, hi, 15)
+        spans = [self._half_along(self._fingers(turn)) for turn in turns]
+        return float(turns[int(np.argmin(spans))])
 
     def _grasp_point(self, t: float) -> np.ndarray:
         obj = self._seen()
         lead = self.eyes.belt_speed() * self.lead_s
         if self.claw:
-            # The claw straddles the object's centre, a little above the belt.
-            point = obj + self._fingers(self.yaw) * self.claw_center
-            height = self.claw_h - self.obj.rest_height
-            return point + [lead, 0.0, height] + self.style.grasp_offset
+            # The claw straddles the object, the palm clear of its top.
+            top = 2.0 * self.obj.rest_height
+            height = max(self.claw_h, top + self.palm_clear) - self.obj.rest_height
+            return obj + [lead, 0.0, height] + self.style.grasp_offset
         # The fingers come down just beyond the object's far side.
-        reach = self._half_along(self._fingers(0.0)) + self.reach
-        return obj + [lead, reach, self.obj.rest_height] + self.style.grasp_offset
+        fingers = self._fingers(self.yaw)
+        reach = fingers * (self._half_along(fingers) + self.reach)
+        return obj + reach + [lead, 0.0, self.obj.rest_height] + self.style.grasp_offset
 
     def _hover_point(self, t: float) -> np.ndarray:
         return self._grasp_point(t) + [0.0, 0.0, self.hover]
@@ -323,14 +325,14 @@ class ScriptedOperator:
 
     def _watch(self, t: float) -> None:
         """Close the loop by eye: while following the object, lead the robot hand by what
-        it is seen to trail (slowly, as a person does), within a few centimetres; for the
-        claw, also lead the hand's turn about the vertical by what it is seen to lag."""
+        it is seen to trail (slowly, as a person does), within a few centimetres, and its turn
+        about the vertical by what it is seen to lag."""
         dt = self._dt
         if self.phase in ("hover", "descend", "close", "regrasp"):
             seen = self.eyes.hand_pose(self.side)
             err = (self.intent - seen[:3]) * [1.0, 1.0, 0.0]
             self.lead = np.clip(self.lead + self.watch_gain * dt * err, -0.04, 0.04)
-            if self.claw and self.phase != "regrasp":
+            if self.phase != "regrasp":
                 fingers = Rotation.from_quat(seen[3:], scalar_first=True).as_matrix()[:, 2]
                 off = self.yaw - np.arctan2(-fingers[0], fingers[1])
                 off = (off + np.pi) % (2 * np.pi) - np.pi
