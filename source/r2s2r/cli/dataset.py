@@ -72,10 +72,14 @@ def view(
     ),
     columns: Annotated[int, typer.Option(help="frames per camera row")] = 8,
     rerun: Annotated[
-        bool, typer.Option(help="also log the episode to rerun (if installed)")
+        bool, typer.Option(help="also open the episode in a rerun viewer (if installed)")
     ] = False,
+    rerun_save: Annotated[
+        Path | None,
+        typer.Option(help="also write the episode as a rerun recording (.rrd), for headless use"),
+    ] = None,
 ) -> None:
-    """Write a contact sheet of an episode's camera views (and open it in rerun)."""
+    """Write a contact sheet of an episode's camera views (and show it in rerun)."""
     from r2s2r.data import Dataset
     from r2s2r.data.view import log_to_rerun, write_contact_sheet
 
@@ -84,6 +88,9 @@ def view(
             raise ValueError(f"episode {episode} out of range (dataset has {ds.num_episodes})")
         path = write_contact_sheet(ds, episode, out, columns)
         typer.echo(f"wrote {path}")
+        if rerun_save is not None:
+            log_to_rerun(ds, episode, save=rerun_save)
+            typer.echo(f"wrote {rerun_save} (open it with: rerun {rerun_save})")
         if rerun:
             log_to_rerun(ds, episode)
 

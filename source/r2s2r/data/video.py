@@ -30,11 +30,16 @@ class VideoEncoder:
             # libx264rgb codes RGB planes directly; qp 0 makes it exact.
             stream = self._container.add_stream("libx264rgb", rate=fps)
             stream.pix_fmt = "rgb24"
-            options: dict[str, object] = {"qp": "0", "preset": cfg.preset, "g": str(cfg.gop)}
+            options: dict[str, object] = {
+                "qp": "0",
+                "preset": cfg.preset,
+                "g": str(cfg.gop),
+                "bf": "0",
+            }
         else:
             stream = self._container.add_stream("libx264", rate=fps)
             stream.pix_fmt = "yuv420p"
-            options = {"crf": str(cfg.crf), "preset": cfg.preset, "g": str(cfg.gop)}
+            options = {"crf": str(cfg.crf), "preset": cfg.preset, "g": str(cfg.gop), "bf": "0"}
         stream.width, stream.height = width, height
         stream.options = options
         stream.codec_context.time_base = Fraction(1, fps)

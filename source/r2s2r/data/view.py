@@ -53,18 +53,35 @@ def _rerun() -> Any:
     return rerun
 
 
-def log_to_rerun(dataset: Dataset, episode: int, spawn: bool = True) -> None:
-    """Log an episode's camera frames, state and action to rerun."""
+def log_to_rerun(
+    dataset: Dataset, episode: int, spawn: bool = True, save: str | Path | None = None
+) -> None:
+    """Log an episode's camera frames, state and action to rerun: to a spawned viewer, or
+    with ``save`` to an ``.rrd`` file (``rerun FILE.rrd`` opens it), on the ``time`` and
+    ``frame_index`` timelines."""
     rr = _rerun()
-    rr.init(f"r2s2r_dataset_episode_{episode}", spawn=spawn)
+    rec = rr.RecordingStream(f"r2s2r_dataset_episode_{episode}")
+    if save is not None:
+        Path(save).parent.mkdir(parents=True, exist_ok=True)
+        rec.save(str(save))
+    elif spawn:
+        rec.spawn()
     row = dataset.episode(episode)
     arrays = dataset.episode_arrays(episode)
-    names = {key: dataset.features[key]["names"] for key in (STATE_KEY, ACTION_KEY)}
+    times = np.asarray(arrays["timestamp"], dtype=float)
+    frames = np.arange(int(row["length"]))
     images = {key: dataset.episode_images(episode, key) for key in dataset.camera_keys}
-    for k in range(int(row["length"])):
-        rr.set_time("time", duration=float(arrays["timestamp"][k]))
-        for key, frames in images.items():
-            rr.log(key, rr.Image(frames[k]))
-        for key in (STATE_KEY, ACTION_KEY):
-            for j, name in enumerate(names[key]):
-                rr.log(f"{key}/{name}", rr.Scalars(float(arrays[key][k, j])))
+    for k, t in zip(frames, times, strict=True):
+        rec.set_time("frame_index", sequence=int(k))
+        rec.set_time("time", duration=float(t))
+        for key, views in images.items():
+            rec.log(key, rr.Image(views[k]))
+    # State and action as one scalar series per named entry, sent column-wise.
+    indexes = [rr.TimeColumn("frame_index", sequence=frames), rr.TimeColumn("time", duration=times)]
+    for key in (STATE_KEY, ACTION_KEY):
+        for j, name in enumerate(dataset.features[key]["names"]):
+            values = np.asarray(arrays[key][:, j], dtype=float)
+            rec.send_columns(f"{key}/{name}", indexes, rr.Scalars.columns(scalars=values))
+    rec.flush()
+    if save is not None:
+        rec.disconnect()
