@@ -526,3 +526,35 @@ def test_dataset_view_writes_a_rerun_recording(lossless: Path, tmp_path: Path) -
     assert len([k for k in rows if k.startswith("observation.state/")]) == len(
         ds.features["observation.state"]["names"]
     )
+
+
+def test_environment_state_round_trips_and_is_checked(tmp_path: Path) -> None:
+    """A dataset created with ``env_state`` stores the object pose per frame next to state and
+    action: it reads back exactly (float32), has stats, verifies, exports as robomimic's
+    ``obs/object``; a frame without it (or one given it in a dataset without it) is refused."""
+    root = tmp_path / "env"
+    cfg = DatasetCfg(cameras=(), env_state=True)
+    rng = np.random.default_rng(3)
+    poses = rng.normal(size=(2, 9, 7)).astype(np.float32)
+    with DatasetWriter(root, cfg) as writer:
+        for episode in poses:
+            for pose in episode:
+                writer.add_frame({}, np.zeros(STATE_DIM), np.zeros(ACTION_DIM), env_state=pose)
+            writer.save_episode("t", True)
+        with pytest.raises(DatasetError, match="environment_state"):
+            writer.add_frame({}, np.zeros(STATE_DIM), np.zeros(ACTION_DIM))
+        with pytest.raises(DatasetError, match="environment_state"):
+            writer.add_frame({}, np.zeros(STATE_DIM), np.zeros(ACTION_DIM), env_state=np.ones(6))
+    plain = DatasetWriter(tmp_path / "plain", DatasetCfg(cameras=()))
+    with plain, pytest.raises(DatasetError, match="created without it"):
+        plain.add_frame({}, np.zeros(STATE_DIM), np.zeros(ACTION_DIM), env_state=poses[0, 0])
+    assert verify(root).ok
+    ds = Dataset(root)
+    key = "observation.environment_state"
+    assert ds.features[key]["names"][0] == "object_x"
+    np.testing.assert_array_equal(ds.episode_arrays(1)[key], poses[1])
+    np.testing.assert_array_equal(ds.frame(9)[key], poses[1, 0])
+    np.testing.assert_allclose(ds.stats()[key]["mean"], poses.reshape(-1, 7).mean(0), atol=1e-5)
+    export_robomimic(ds, tmp_path / "env.hdf5")
+    with h5py.File(tmp_path / "env.hdf5") as f:
+        np.testing.assert_array_equal(f["data/demo_0/obs/object"][:], poses[0])

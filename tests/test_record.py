@@ -32,7 +32,8 @@ def _recorder(
     teleop = TeleopSession(rig, SafetySupervisor(rig.arms, rig.hands, rig.now), cal)
     operator = ScriptedOperator(seed, TwinEyes(rig), rig.task, rig.nominal, cal)
     cams = tuple(CameraCfg(n, 64, 64) for n in rig.cameras) if cameras else ()
-    writer = DatasetWriter(root, DatasetCfg(cameras=cams, video=VideoCfg(lossless=True)))
+    cfg = DatasetCfg(cameras=cams, video=VideoCfg(lossless=True), env_state=True)
+    writer = DatasetWriter(root, cfg)
     meta = {"world": "twin", "behavior": "teleop", "seed": seed}
     rec = Recorder(rig, operator, teleop, writer, rig.task, rig.nominal, meta, max_s, frames.append)
     return rig, rec, writer
@@ -67,6 +68,12 @@ def test_record_verify_read_round_trip_drops_the_discarded_take(tmp_path: Path) 
             np.testing.assert_array_equal(
                 low["timestamp"][rows], np.array(take.capture_times, dtype=np.float32)
             )
+            # The object's pose as the twin tracked it, moving down the belt.
+            objects = low["observation.environment_state"][rows]
+            np.testing.assert_array_equal(
+                objects, np.array([f.env_state for f in mine], dtype=np.float32)
+            )
+            assert objects[-1, 0] > objects[0, 0]
             for cam in ds.camera_keys:
                 name = cam.removeprefix("observation.images.")
                 np.testing.assert_array_equal(

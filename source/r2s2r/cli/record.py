@@ -64,7 +64,11 @@ def record(
     rig_obj, tracker, teleop, task, world, meta = built
     first = {name: cam.read().image for name, cam in rig_obj.cameras.items()}
     cameras = tuple(CameraCfg(n, img.shape[0], img.shape[1]) for n, img in first.items())
-    cfg = DatasetCfg(cameras=cameras, video=VideoCfg(lossless=lossless))
+    # The twin tracks the presented object, so its datasets carry the object's pose (the
+    # environment state that demo adaptation needs); the real cell has no tracker yet.
+    cfg = DatasetCfg(
+        cameras=cameras, video=VideoCfg(lossless=lossless), env_state=rig is RigKind.twin
+    )
     keys = None
     try:
         keys = StdinKeys() if not scripted else None

@@ -2,6 +2,7 @@
 
 from r2s2r.data.config import (
     ACTION_DIM,
+    ENV_STATE_DIM,
     STATE_DIM,
     CameraCfg,
     DatasetCfg,
@@ -17,6 +18,7 @@ from r2s2r.data.writer import DatasetWriter, proprio
 
 __all__ = [
     "ACTION_DIM",
+    "ENV_STATE_DIM",
     "STATE_DIM",
     "CameraCfg",
     "Dataset",

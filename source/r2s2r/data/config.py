@@ -17,6 +17,8 @@ CODEBASE_VERSION = "v3.0"
 CHUNKS_SIZE = 1000
 STATE_KEY = "observation.state"
 ACTION_KEY = "action"
+# LeRobot's key for the state of the environment (here: the presented object's pose).
+ENV_STATE_KEY = "observation.environment_state"
 IMAGE_PREFIX = "observation.images."
 # Columns that every frame row carries besides the features.
 INDEX_KEYS = ("timestamp", "frame_index", "episode_index", "index", "task_index")
@@ -47,8 +49,14 @@ def action_names(mode: Literal["tcp", "joint"] = "tcp") -> list[str]:
     return [f"{a}_{n}" for a in _ARMS for n in [*arm, *(f"hand_{h}" for h in _HAND)]]
 
 
+def env_state_names() -> list[str]:
+    """The 7 environment-state entries: the presented object's pose in the cell frame."""
+    return [f"object_{p}" for p in _POSE]
+
+
 STATE_DIM = len(state_names())
 ACTION_DIM = len(action_names())
+ENV_STATE_DIM = len(env_state_names())
 
 
 @dataclass(frozen=True)
@@ -87,6 +95,9 @@ class DatasetCfg:
     robot_type: str = "rizon4s_wuji2_bimanual"
     action_mode: Literal["tcp", "joint"] = "tcp"
     video: VideoCfg = field(default_factory=VideoCfg)
+    # Whether frames carry ``observation.environment_state``: the presented object's pose,
+    # where the rig (or simulator) can track it. Demo adaptation needs it.
+    env_state: bool = False
 
     def __post_init__(self) -> None:
         if self.fps <= 0:
@@ -130,10 +141,21 @@ class DatasetCfg:
             "shape": [ACTION_DIM],
             "names": action_names(self.action_mode),
         }
+        if self.env_state:
+            feats[ENV_STATE_KEY] = {
+                "dtype": "float32",
+                "shape": [ENV_STATE_DIM],
+                "names": env_state_names(),
+            }
         feats["timestamp"] = {"dtype": "float32", "shape": [1], "names": None}
         for key in INDEX_KEYS[1:]:
             feats[key] = {"dtype": "int64", "shape": [1], "names": None}
         return feats
+
+    @property
+    def vector_keys(self) -> tuple[str, ...]:
+        """The per-frame vector features: state, action and, if present, environment state."""
+        return (STATE_KEY, ACTION_KEY, *((ENV_STATE_KEY,) if self.env_state else ()))
 
     def to_json(self) -> dict[str, Any]:
         """This config as stored under ``r2s2r`` in ``info.json`` (to reopen the dataset)."""
@@ -148,6 +170,7 @@ class DatasetCfg:
             robot_type=str(data["robot_type"]),
             action_mode=data["action_mode"],
             video=VideoCfg(**data["video"]),
+            env_state=bool(data.get("env_state", False)),
         )
 
 

@@ -15,13 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from r2s2r.data import stats as st
-from r2s2r.data.config import (
-    ACTION_KEY,
-    EPISODE_META_FIELDS,
-    STATE_KEY,
-    DatasetCfg,
-    DatasetError,
-)
+from r2s2r.data.config import EPISODE_META_FIELDS, DatasetCfg, DatasetError
 from r2s2r.data.layout import chunk_file
 
 _TYPES: dict[str, pa.DataType] = {
@@ -53,7 +47,7 @@ def schema(cfg: DatasetCfg) -> pa.Schema:
     fields += [("meta/episodes/chunk_index", pa.int64()), ("meta/episodes/file_index", pa.int64())]
     fields += [("success", pa.bool_())]
     fields += [(name, _TYPES[kind]) for name, kind in EPISODE_META_FIELDS.items()]
-    for key in (STATE_KEY, ACTION_KEY, *(c.key for c in cfg.cameras)):
+    for key in (*cfg.vector_keys, *(c.key for c in cfg.cameras)):
         fields += [(f"stats/{key}/{name}", pa.list_(pa.float64())) for name in st.VECTOR_STATS]
     fields += [(f"stats/{c.key}/histogram", pa.list_(pa.int64())) for c in cfg.cameras]
     return pa.schema(fields)
@@ -133,7 +127,7 @@ def dataset_stats(cfg: DatasetCfg, rows: list[dict[str, Any]]) -> dict[str, st.S
     out: dict[str, st.Stats] = {}
     if not rows:
         return out
-    for key in (STATE_KEY, ACTION_KEY):
+    for key in cfg.vector_keys:
         parts = [
             {name: np.asarray(r[f"stats/{key}/{name}"]) for name in st.VECTOR_STATS} for r in rows
         ]

@@ -13,7 +13,14 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from r2s2r.data.config import ACTION_KEY, STATE_KEY, CameraCfg, DatasetCfg, DatasetError
+from r2s2r.data.config import (
+    ACTION_KEY,
+    ENV_STATE_KEY,
+    STATE_KEY,
+    CameraCfg,
+    DatasetCfg,
+    DatasetError,
+)
 from r2s2r.data.layout import (
     EPISODES_PATH,
     INFO_PATH,
@@ -54,6 +61,10 @@ class Dataset:
         self.fps = int(self.info["fps"])
         self.features: dict[str, Any] = self.info["features"]
         self.camera_keys = [k for k, f in self.features.items() if f["dtype"] == "video"]
+        # The per-frame vector features: state, action and, where recorded, environment state.
+        self.vector_keys = tuple(
+            k for k in (STATE_KEY, ACTION_KEY, ENV_STATE_KEY) if k in self.features
+        )
         if (self.root / EPISODES_PATH).is_file():
             self.episodes = read_parquet(self.root / EPISODES_PATH).to_pylist()
         else:
@@ -112,7 +123,7 @@ class Dataset:
             for i in range(self.num_episodes):
                 for key, value in self.episode_arrays(i).items():
                     parts.setdefault(key, []).append(value)
-            keys = (STATE_KEY, ACTION_KEY, "timestamp", "episode_index", "frame_index")
+            keys = (*self.vector_keys, "timestamp", "episode_index", "frame_index")
             self._low = {
                 k: np.concatenate(parts[k]) if parts else np.zeros(0) for k in (*keys, "task_index")
             }
@@ -122,10 +133,7 @@ class Dataset:
         """Episode ``i``'s frame rows read from its parquet file."""
         path = data_path(self.root, int(self.episode(i)["episode_index"]))
         table = read_parquet(path)
-        out = {
-            STATE_KEY: vectors(table, STATE_KEY, path),
-            ACTION_KEY: vectors(table, ACTION_KEY, path),
-        }
+        out = {key: vectors(table, key, path) for key in self.vector_keys}
         for key in ("timestamp", "episode_index", "frame_index", "index", "task_index"):
             if key not in table.column_names:
                 raise DatasetError(f"{path}: no column {key!r}")
@@ -153,13 +161,12 @@ class Dataset:
         return self._video.all_frames(path)
 
     def frame(self, index: int) -> dict[str, Any]:
-        """Global frame ``index``: state (68,), action (54,), timestamp, indices, task and one
-        (H, W, 3) uint8 image per camera key."""
+        """Global frame ``index``: state (68,), action (54,), environment state (7,) where
+        recorded, timestamp, indices, task and one (H, W, 3) uint8 image per camera key."""
         low = self.low_dim()
         ep, frame = self.locate(index)
         out: dict[str, Any] = {
-            STATE_KEY: low[STATE_KEY][index],
-            ACTION_KEY: low[ACTION_KEY][index],
+            **{key: low[key][index] for key in self.vector_keys},
             "timestamp": float(low["timestamp"][index]),
             "index": index,
             "episode_index": ep,

@@ -20,7 +20,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from r2s2r.data.config import ACTION_KEY, EPISODE_META_FIELDS, STATE_KEY
+from r2s2r.data.config import ACTION_KEY, ENV_STATE_KEY, EPISODE_META_FIELDS, STATE_KEY
 from r2s2r.data.reader import Dataset
 
 # Slices of the proprio vector (see ``state_names``).
@@ -75,6 +75,9 @@ def export_robomimic(
             obs = demo.create_group("obs")
             for key, sl in PROPRIO_SLICES.items():
                 obs.create_dataset(key, data=arrays[STATE_KEY][:, sl])
+            if ENV_STATE_KEY in arrays:
+                # robomimic's name for low-dimensional object state.
+                obs.create_dataset("object", data=arrays[ENV_STATE_KEY])
             for cam in dataset.cameras:
                 images = dataset.episode_images(i, cam.key)
                 obs.create_dataset(

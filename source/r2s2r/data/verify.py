@@ -8,7 +8,7 @@ from pathlib import Path
 import av
 import numpy as np
 
-from r2s2r.data.config import ACTION_KEY, STATE_KEY, DatasetError
+from r2s2r.data.config import DatasetError
 from r2s2r.data.layout import (
     EPISODES_PATH,
     INFO_PATH,
@@ -94,10 +94,8 @@ def _check_data(ds: Dataset, i: int, report: Report) -> None:
     if length != n or row["dataset_to_index"] - row["dataset_from_index"] != n:
         report.faults.append(f"{path}: {length} frames, the episodes table says {n}")
         return
-    for key, dim in (
-        (STATE_KEY, ds.features[STATE_KEY]["shape"][0]),
-        (ACTION_KEY, ds.features[ACTION_KEY]["shape"][0]),
-    ):
+    for key in ds.vector_keys:
+        dim = ds.features[key]["shape"][0]
         if arrays[key].shape[1] != dim:
             report.faults.append(f"{path}: {key} has {arrays[key].shape[1]} entries, not {dim}")
     if not (arrays["episode_index"] == i).all():

@@ -28,6 +28,8 @@ from r2s2r.data.config import (
     ACTION_DIM,
     ACTION_KEY,
     CHUNKS_SIZE,
+    ENV_STATE_DIM,
+    ENV_STATE_KEY,
     IMAGE_PREFIX,
     STATE_DIM,
     STATE_KEY,
@@ -97,13 +99,13 @@ def frame_table(
     from_index: int,
     task_index: int,
     timestamps: np.ndarray,
-    states: np.ndarray,
-    actions: np.ndarray,
+    vectors: Mapping[str, np.ndarray],
 ) -> pa.Table:
-    """The frame rows of one episode; states (T, 68), actions (T, 54)."""
+    """The frame rows of one episode; ``vectors`` maps each vector feature (state, action,
+    environment state) to its (T, D) values."""
     n = len(timestamps)
 
-    def vectors(x: np.ndarray) -> pa.Array:
+    def column(x: np.ndarray) -> pa.Array:
         flat = pa.array(np.ascontiguousarray(x, dtype=np.float32).ravel())
         return pa.FixedSizeListArray.from_arrays(flat, x.shape[1])
 
@@ -114,8 +116,7 @@ def frame_table(
             "frame_index": pa.array(np.arange(n, dtype=np.int64)),
             "timestamp": pa.array(timestamps.astype(np.float32)),
             "task_index": pa.array(np.full(n, task_index, dtype=np.int64)),
-            STATE_KEY: vectors(states),
-            ACTION_KEY: vectors(actions),
+            **{key: column(x) for key, x in vectors.items()},
         }
     )
 
@@ -162,12 +163,20 @@ class DatasetWriter:
         state: np.ndarray,
         action: np.ndarray,
         timestamp: float | None = None,
+        env_state: np.ndarray | None = None,
     ) -> None:
         """Buffer one frame: (H, W, 3) uint8 per camera (short name or feature key), state
-        (68,), action (54,), and the time since the episode's start (default index / fps)."""
+        (68,), action (54,), the time since the episode's start (default index / fps) and,
+        in a dataset with ``env_state``, the presented object's pose (7,)."""
         cfg = self.cfg
         state = self._vector(STATE_KEY, state, STATE_DIM)
         action = self._vector(ACTION_KEY, action, ACTION_DIM)
+        if cfg.env_state != (env_state is not None):
+            raise DatasetError(
+                f"{ENV_STATE_KEY}: this dataset "
+                + ("needs one per frame" if cfg.env_state else "was created without it")
+            )
+        env = None if env_state is None else self._vector(ENV_STATE_KEY, env_state, ENV_STATE_DIM)
         frames = {k.removeprefix(IMAGE_PREFIX): v for k, v in images.items()}
         names = [c.name for c in cfg.cameras]
         if set(frames) != set(names):
@@ -199,6 +208,8 @@ class DatasetWriter:
             self._hist[cam.key] += st.channel_histogram(frames[cam.name])
         self._states.append(state)
         self._actions.append(action)
+        if env is not None:
+            self._env_states.append(env)
         self._timestamps.append(t)
 
     def save_episode(self, task: str, success: bool, meta: Mapping[str, Any] | None = None) -> int:
@@ -217,19 +228,18 @@ class DatasetWriter:
             self._sizes["video"] += final.stat().st_size
         new_task = task not in self._tasks
         task_index = self._tasks.setdefault(task, len(self._tasks))
-        states, actions = np.stack(self._states), np.stack(self._actions)
+        vectors = {STATE_KEY: np.stack(self._states), ACTION_KEY: np.stack(self._actions)}
+        if self.cfg.env_state:
+            vectors[ENV_STATE_KEY] = np.stack(self._env_states)
         table = frame_table(
-            index, self.num_frames, task_index, np.asarray(self._timestamps), states, actions
+            index, self.num_frames, task_index, np.asarray(self._timestamps), vectors
         )
         path = data_path(self.root, index)
         write_parquet(path, table)
         self._sizes["data"] += path.stat().st_size
         if new_task:
             write_parquet(self.root / TASKS_PATH, self._tasks_table())
-        vec_stats = {
-            STATE_KEY: st.vector_stats(states.astype(np.float32)),
-            ACTION_KEY: st.vector_stats(actions.astype(np.float32)),
-        }
+        vec_stats = {key: st.vector_stats(x.astype(np.float32)) for key, x in vectors.items()}
         row = ep.make_row(
             self.cfg, index, task, n, self.num_frames, success, row_meta, vec_stats, self._hist
         )
@@ -265,6 +275,7 @@ class DatasetWriter:
         self._encoders: dict[str, VideoEncoder] = {}
         self._states: list[np.ndarray] = []
         self._actions: list[np.ndarray] = []
+        self._env_states: list[np.ndarray] = []
         self._timestamps: list[float] = []
         self._hist = {c.key: np.zeros((3, 256), dtype=np.int64) for c in self.cfg.cameras}
 

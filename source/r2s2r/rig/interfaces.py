@@ -127,3 +127,9 @@ class ObjectPresenter(Protocol):
     def remove_board(self) -> None:
         """Take the calibration board out of the cell."""
         ...
+
+    def object_pose(self) -> np.ndarray | None:
+        """The presented object's pose (7,: x y z qw qx qy qz) in the cell frame where the
+        rig tracks it (twin: its simulation), else None. Recorded as the dataset's
+        environment state, which demo adaptation needs."""
+        ...

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from r2s2r.data import DatasetWriter, proprio
+from r2s2r.data import DatasetError, DatasetWriter, proprio
 from r2s2r.rig.interfaces import HandTracker
 from r2s2r.rig.safety import SafetySupervisor
 from r2s2r.rig.teleop import TeleopSession, teleop_arm
@@ -131,6 +131,7 @@ class FrameRecord:
     images: dict[str, np.ndarray]
     state: np.ndarray
     action: np.ndarray
+    env_state: np.ndarray | None = None
 
 
 class Recorder:
@@ -249,16 +250,24 @@ class Recorder:
                 "hand_joints": np.stack([h.q for h in hands]),
             }
         )
+        env_state = None
+        if self.writer.cfg.env_state:
+            env_state = rig.presenter.object_pose()
+            if env_state is None:
+                raise DatasetError(
+                    "this rig does not track the object, so the dataset cannot hold object "
+                    "poses (observation.environment_state); record into one created without"
+                )
         action = self.teleop.step(tracker.read())
         self.sup.tick()
         stamp = k / self.fps
         start = time.perf_counter()
-        self.writer.add_frame(images, state, action, timestamp=stamp)
+        self.writer.add_frame(images, state, action, timestamp=stamp, env_state=env_state)
         self.write_s += time.perf_counter() - start
         take.capture_times.append(captured)
         take.frames += 1
         if self.on_frame is not None:
-            self.on_frame(FrameRecord(take.index, k, stamp, images, state, action))
+            self.on_frame(FrameRecord(take.index, k, stamp, images, state, action, env_state))
 
     def _judged(self, take: Take) -> bool:
         outcome = getattr(self.rig, "episode_outcome", None)

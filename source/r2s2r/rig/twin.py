@@ -366,3 +366,7 @@ class TwinPresenter:
     def remove_board(self) -> None:
         """Take the calibration board out of the cell."""
         self._rig._place_board(None)
+
+    def object_pose(self) -> np.ndarray:
+        """Where the presented object is (the twin tracks it exactly)."""
+        return self._rig.object_pose()

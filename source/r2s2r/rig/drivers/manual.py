@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
+import numpy as np
+
 Prompt = Callable[[str], str]
 
 
@@ -76,6 +78,10 @@ class OperatorPresenter:
             if reply in self.object_names:
                 return reply
             question = f"{reply!r} is not an object of the task; type one of the names above: "
+
+    def object_pose(self) -> np.ndarray | None:
+        """None: the real cell has no object tracker yet."""
+        return None
 
     def place_board(self, placement: int) -> None:
         self._prompt(
