@@ -8,6 +8,7 @@ import typer
 
 from r2s2r import __version__
 from r2s2r.cli.dataset import app as dataset_app
+from r2s2r.cli.generate import generate
 from r2s2r.cli.ground import app as ground_app
 from r2s2r.cli.record import record
 from r2s2r.cli.rig import app as rig_app
@@ -23,6 +24,7 @@ app.add_typer(dataset_app, name="dataset")
 app.add_typer(rig_app, name="rig")
 app.add_typer(ground_app, name="ground")
 app.command("record")(record)
+app.command("generate")(generate)
 
 
 @app.command()

@@ -38,7 +38,9 @@ def record(
         Path | None,
         typer.Option("--calibration", help="tracker calibration YAML (with --rig hardware)"),
     ] = None,
-    image_size: Annotated[int, typer.Option("--image-size", help="twin camera views, px")] = 256,
+    image_size: Annotated[
+        int, typer.Option("--image-size", help="twin camera views, px (0: record no views)")
+    ] = 256,
     lossless: Annotated[bool, typer.Option("--lossless", help="store exact RGB video")] = False,
     max_seconds: Annotated[
         float | None, typer.Option("--max-seconds", help="take length limit (default: task's)")
@@ -62,8 +64,10 @@ def record(
     else:
         built = _twin(seed, realtime, image_size)
     rig_obj, tracker, teleop, task, world, meta = built
-    first = {name: cam.read().image for name, cam in rig_obj.cameras.items()}
-    cameras = tuple(CameraCfg(n, img.shape[0], img.shape[1]) for n, img in first.items())
+    cameras: tuple[CameraCfg, ...] = ()
+    if image_size:
+        first = {name: cam.read().image for name, cam in rig_obj.cameras.items()}
+        cameras = tuple(CameraCfg(n, img.shape[0], img.shape[1]) for n, img in first.items())
     # The twin tracks the presented object, so its datasets carry the object's pose (the
     # environment state that demo adaptation needs); the real cell has no tracker yet.
     cfg = DatasetCfg(
@@ -102,9 +106,8 @@ def _twin(seed: int, realtime: bool, image_size: int) -> tuple[Any, ...]:
     from r2s2r.worlds import load_world
 
     world = load_world("nominal")
-    world = world.replace(
-        render=world.render.model_copy(update={"obs_size": (image_size, image_size)})
-    )
+    size = image_size or 64  # Without views the size is never rendered.
+    world = world.replace(render=world.render.model_copy(update={"obs_size": (size, size)}))
     twin = TwinRig(seed=seed, world=world, realtime=realtime)
     calibration = TrackerCalibration.twin()
     arms: dict[str, Arm] = dict(twin.arms)

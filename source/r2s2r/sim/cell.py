@@ -178,11 +178,13 @@ class Cell:
         worlds: np.ndarray,
         rngs: list[np.random.Generator],
         objects: list[str] | None = None,
+        spawn: tuple[float, np.ndarray, np.ndarray] | None = None,
     ) -> None:
         """Start new episodes in ``worlds`` (indices), each drawn from its own generator.
 
         ``objects`` names the objects to spawn (one per spawn slot, in every reset world)
-        instead of drawing them from the condition's pool.
+        instead of drawing them from the condition's pool; ``spawn`` (belt speed, lateral
+        offsets (S,), yaws (S,)) replaces the drawn belt speed and spawn poses likewise.
         """
         task = self.scene.task
         belt = task.belt
@@ -207,6 +209,11 @@ class Cell:
                     f"objects: expected {len(self.spawn_time)} names from {names}, got {objects}"
                 )
             self.chosen[worlds] = [names.index(o) for o in objects]
+        if spawn is not None:
+            speed, lateral, yaw = spawn
+            self.belt_speed[worlds] = speed
+            self.spawn_xy[worlds, :, 1] = lateral
+            self.spawn_yaw[worlds] = yaw
         k = len(worlds)
         self.spawned[worlds] = False
         self.status[worlds] = PENDING

@@ -108,9 +108,16 @@ class PickSortEnv(gym.Env[dict[str, Any], np.ndarray]):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Start an episode. ``options`` may fix what is otherwise drawn: ``objects`` (one
+        name per spawn slot) and ``spawn`` (belt speed, lateral offsets, yaws; see
+        ``Cell.reset``)."""
         super().reset(seed=seed)
         cell = self.cell
-        cell.reset(np.array([0]), [self.np_random])
+        opts = options or {}
+        unknown = set(opts) - {"objects", "spawn"}
+        if unknown:
+            raise ValueError(f"reset options: unknown {sorted(unknown)}; known: objects, spawn")
+        cell.reset(np.array([0]), [self.np_random], opts.get("objects"), opts.get("spawn"))
         self.appearance.draw(self.np_random)
         self.appearance.apply(self.scene.model, 0)
         chosen = cell.chosen[0]

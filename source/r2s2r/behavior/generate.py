@@ -1,0 +1,331 @@
+"""``r2s2r generate``: attempts in simulation, successes kept, written as a dataset.
+
+Each attempt ``i`` draws a task instance from the task's distribution with the generator
+``(seed, i)``, picks a source demo, adapts it, and executes it in the chosen world without
+cameras. Successes are rendered from their recorded states and saved with their metadata
+(world, behavior, source demo, object, belt speed, attempt number as ``seed``); every
+attempt, kept or not, goes to ``DIR/generation/attempts.jsonl`` with its failure reason. The
+job resumes: rerun with the same arguments and it skips the attempts already logged, and
+the same seed gives the same episodes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from r2s2r.behavior.adapt import (
+    AdaptCfg,
+    AdaptError,
+    adapt,
+    equivalent_turn,
+    instance_of,
+    symmetry_period,
+)
+from r2s2r.behavior.demo import SourceDemo, load_demos
+from r2s2r.behavior.execute import LIFT_M, REASONS, Attempt, Executor, ReplayRenderer
+from r2s2r.behavior.instance import TaskInstance, check_instance, draw_instance
+from r2s2r.data import CameraCfg, Dataset, DatasetCfg, DatasetWriter
+from r2s2r.spec import TaskSpec, WorldSpec
+from r2s2r.spec.world import CAMERA_NAMES
+from r2s2r.worlds import load_task, load_world
+
+log = logging.getLogger("r2s2r.generate")
+Select = Literal["nearest", "random"]
+LOG_DIR = "generation"
+
+
+@dataclass
+class GenerateCfg:
+    """One generation job."""
+
+    source: Path
+    out: Path
+    episodes: int = 10
+    world: str | Path = "nominal"
+    behavior: Literal["adapted"] = "adapted"
+    seed: int = 0
+    select: Select = "nearest"
+    # Stop after this many attempts even if fewer episodes were kept (default 20 per episode).
+    max_attempts: int | None = None
+    # Camera views of the kept episodes, px (0: no cameras).
+    image_size: int = 256
+    overrides: Path | None = None
+    adapt: AdaptCfg = field(default_factory=AdaptCfg)
+    task: str | Path = "pick_sort"
+
+
+class Generator:
+    """Runs attempts for one world and behavior; see the module docstring."""
+
+    def __init__(self, cfg: GenerateCfg) -> None:
+        if cfg.episodes < 1:
+            raise ValueError(f"episodes: expected at least 1, got {cfg.episodes}")
+        self.cfg = cfg
+        self.task: TaskSpec = load_task(cfg.task)
+        world = load_world(cfg.world)
+        if cfg.image_size:
+            size = (cfg.image_size, cfg.image_size)
+            world = world.replace(render=world.render.model_copy(update={"obs_size": size}))
+        self.world: WorldSpec = world
+        self.world_name = Path(str(cfg.world)).stem
+        self.demos = load_demos(cfg.source, self.task, cfg.overrides)
+        self.objects = sorted({d.object_name for d in self.demos})
+        missing = sorted({o.name for o in self.task.objects} - set(self.objects))
+        if missing:
+            log.warning(
+                "no source demo handles %s: instances are drawn over %s only",
+                ", ".join(missing),
+                ", ".join(self.objects),
+            )
+        # Where each demo's own instance sits, for choosing the nearest demo.
+        self._own = [instance_of(d, self.task, self.world) for d in self.demos]
+        self.executor = Executor(self.world, self.task)
+        self.renderer = ReplayRenderer(self.world, self.task) if cfg.image_size else None
+        self.log_path = cfg.out / LOG_DIR / "attempts.jsonl"
+        self._this_run: list[dict[str, Any]] = []
+
+    # ------------------------------------------------------------------ the job
+    def run(self, progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+        """Attempt until ``episodes`` are kept (or ``max_attempts`` are spent); returns the
+        summary (also written to ``DIR/generation/summary.json``)."""
+        cfg = self.cfg
+        cams = tuple(CameraCfg(c, cfg.image_size, cfg.image_size) for c in CAMERA_NAMES)
+        ds_cfg = DatasetCfg(cameras=cams if cfg.image_size else (), env_state=True)
+        done = self._logged()
+        limit = cfg.max_attempts or 20 * cfg.episodes
+        start = time.perf_counter()
+        with DatasetWriter(cfg.out, ds_cfg) as writer:
+            done.update(self._saved_but_unlogged(writer, done))
+            kept = sum(r["kept"] for r in done.values())
+            i = 0
+            while kept < cfg.episodes and i < limit:
+                if i in done:
+                    i += 1
+                    continue
+                record = self.attempt(i, writer)
+                self._this_run.append(record)
+                self._append_log(record)
+                done[i] = record
+                kept += record["kept"]
+                if progress is not None:
+                    progress(record)
+                i += 1
+        summary = self.summary(list(done.values()), time.perf_counter() - start)
+        path = cfg.out / LOG_DIR / "summary.json"
+        path.write_text(json.dumps(summary, indent=2) + "\n")
+        return summary
+
+    def attempt(self, i: int, writer: DatasetWriter | None = None) -> dict[str, Any]:
+        """Attempt ``i``: adapt, execute, and (if it succeeds and a writer is given) render
+        and save it. Returns its log record."""
+        rng = np.random.default_rng([self.cfg.seed, i])
+        instance = draw_instance(self.task, rng, self.objects)
+        check_instance(self.task, self.world, instance)
+        demo = self.choose(instance, rng)
+        record: dict[str, Any] = {
+            "attempt": i,
+            "instance": instance.to_json(),
+            "source_demo": demo.name,
+            "kept": False,
+            "reason": None,
+            "seconds": {},
+        }
+        t0 = time.perf_counter()
+        try:
+            actions = adapt(demo, instance, self.task, self.world, rng, self.cfg.adapt)
+        except AdaptError as err:
+            record["reason"], record["detail"] = "unreachable", str(err)
+            record["seconds"]["adapt"] = time.perf_counter() - t0
+            return record
+        t1 = time.perf_counter()
+        result = self.executor.run(instance, actions, seed=self._env_seed(i))
+        t2 = time.perf_counter()
+        record["seconds"] = {"adapt": t1 - t0, "physics": t2 - t1}
+        record["reason"] = result.reason
+        record["stats"] = episode_stats(result, self._fps)
+        if result.success and writer is not None:
+            self._save(writer, i, demo, result)
+            record["kept"] = True
+            record["seconds"]["render_and_save"] = time.perf_counter() - t2
+        return record
+
+    def choose(self, instance: TaskInstance, rng: np.random.Generator) -> SourceDemo:
+        """The source demo for ``instance``: one handling the same object, at random or the
+        nearest in spawn offset, turn (up to the object's symmetry) and belt speed."""
+        mine = [j for j, d in enumerate(self.demos) if d.object_name == instance.object_name]
+        if self.cfg.select == "random":
+            return self.demos[mine[int(rng.integers(len(mine)))]]
+        period = symmetry_period(self.task, instance.object_name)
+        spawn, belt = self.task.spawn, self.task.belt
+
+        def distance(j: int) -> float:
+            own = self._own[j]
+            turn = abs(equivalent_turn(own.yaw - instance.yaw, period)) / (np.pi / 4)
+            lateral = abs(own.lateral - instance.lateral) / max(spawn.lateral_jitter, 1e-3)
+            speed = abs(own.belt_speed - instance.belt_speed) / np.ptp(belt.speed_range)
+            return turn + lateral + speed
+
+        return self.demos[min(mine, key=distance)]
+
+    # ------------------------------------------------------------------ internals
+    @property
+    def _fps(self) -> int:
+        return int(round(self.task.control_hz))
+
+    def _env_seed(self, i: int) -> int:
+        return int(np.random.default_rng([self.cfg.seed, i, 1]).integers(2**31))
+
+    def _save(self, writer: DatasetWriter, i: int, demo: SourceDemo, result: Attempt) -> None:
+        views = self.renderer.render(result, self._env_seed(i)) if self.renderer is not None else {}
+        for k in range(len(result.actions)):
+            images = {c: v[k] for c, v in views.items()}
+            writer.add_frame(
+                images, result.states[k], result.actions[k], env_state=result.objects[k]
+            )
+        meta = {
+            "world": self.world_name,
+            "behavior": self.cfg.behavior,
+            "source_demo": demo.name,
+            "belt_speed": result.instance.belt_speed,
+            "object_ids": [result.instance.object_name],
+            "seed": i,
+        }
+        writer.save_episode(result.instruction, True, meta)
+
+    def _logged(self) -> dict[int, dict[str, Any]]:
+        if not self.log_path.is_file():
+            return {}
+        out = {}
+        lines = self.log_path.read_text().splitlines()
+        for n, line in enumerate(lines, 1):
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                if n == len(lines):
+                    break  # A line cut short by a crash: that attempt runs again.
+                raise ValueError(f"{self.log_path}:{n}: not a JSON record") from None
+            out[int(record["attempt"])] = record
+        return out
+
+    def _saved_but_unlogged(
+        self, writer: DatasetWriter, done: dict[int, dict[str, Any]]
+    ) -> dict[int, dict[str, Any]]:
+        """Episodes saved by a run that stopped before logging them."""
+        if not writer.num_episodes:
+            return {}
+        ds = Dataset(self.cfg.out)
+        extra: dict[int, dict[str, Any]] = {}
+        for e in range(ds.num_episodes):
+            i = int(ds.episode(e)["seed"])
+            if i not in done:
+                extra[i] = {"attempt": i, "kept": True, "reason": None, "seconds": {}}
+                self._append_log(extra[i])
+        return extra
+
+    def _append_log(self, record: dict[str, Any]) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("a") as f:
+            f.write(json.dumps(record) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def summary(self, records: list[dict[str, Any]], seconds: float) -> dict[str, Any]:
+        """Kept, attempts, success rate, failures by reason, time and its split, and the
+        behavior statistics of kept episodes and of the source demos."""
+        attempts = len(records)
+        kept = [r for r in records if r["kept"]]
+        failures = Counter(r["reason"] for r in records if not r["kept"] and r["reason"])
+        spent: Counter[str] = Counter()
+        for r in records:
+            spent.update(r.get("seconds", {}))
+        busy = sum(spent.values()) or 1.0
+        stats = [r["stats"] for r in kept if "stats" in r]
+        # Physics steps per second while executing attempts (this run), against raw mj_step.
+        ex = self.executor
+        physics_s = sum(r.get("seconds", {}).get("physics", 0.0) for r in self._this_run)
+        ours = ex.control_steps * ex.env.cell.nsub / physics_s if physics_s else 0.0
+        raw = ex.raw_steps_per_s(0.5) if ours else 0.0
+        return {
+            "world": self.world_name,
+            "behavior": self.cfg.behavior,
+            "kept": len(kept),
+            "attempts": attempts,
+            "success_rate": len(kept) / attempts if attempts else 0.0,
+            "failures": {reason: failures.get(reason, 0) for reason in REASONS},
+            "seconds": seconds,
+            "attempts_per_s_per_core": attempts / busy,
+            "time_share": {k: v / busy for k, v in sorted(spent.items())},
+            "physics_steps_per_s": ours,
+            "raw_mj_steps_per_s": raw,
+            "physics_vs_raw": ours / raw if raw else None,
+            "behavior_stats": {
+                "generated": mean_stats(stats),
+                "source_demos": mean_stats([demo_stats(d) for d in self.demos]),
+            },
+        }
+
+    def close(self) -> None:
+        self.executor.close()
+        if self.renderer is not None:
+            self.renderer.close()
+
+
+# --------------------------------------------------------------- behavior statistics
+def _tcp_stats(tcp: np.ndarray, fps: int) -> dict[str, float]:
+    """Path length (m) and mean squared jerk ((m/s^3)^2) of a TCP path (T, 3)."""
+    step = np.diff(tcp, axis=0)
+    jerk = np.diff(tcp, n=3, axis=0) * fps**3
+    return {
+        "path_length_m": float(np.linalg.norm(step, axis=1).sum()),
+        "jerk_ms3_rms": float(np.sqrt((jerk**2).sum(axis=1).mean())) if len(jerk) else 0.0,
+    }
+
+
+def _active_arm(tcp: np.ndarray) -> int:
+    return int(np.argmax(np.linalg.norm(tcp[:, :, :3] - tcp[:1, :, :3], axis=2).max(axis=0)))
+
+
+def episode_stats(result: Attempt, fps: int) -> dict[str, float | None]:
+    """Grasp type (fingers and palm on the object when it left the belt), path length,
+    jerk and time to grasp of one executed attempt."""
+    tcp = result.states[:, :14].reshape(-1, 2, 7)
+    arm = _active_arm(tcp)
+    lift = result.lift_step
+    return {
+        **_tcp_stats(tcp[:, arm, :3], fps),
+        "time_to_grasp_s": None if lift is None else lift / fps,
+        "fingers_in_contact": float(result.fingers_in_contact),
+        "palm_in_contact": float(result.palm_in_contact),
+    }
+
+
+def demo_stats(demo: SourceDemo) -> dict[str, float | None]:
+    """The same statistics for a source demo (no contacts are recorded on a real cell)."""
+    z = demo.objects[:, 2]
+    lifted = np.flatnonzero(z - z[0] > LIFT_M)
+    return {
+        **_tcp_stats(demo.tcp[:, demo.arm, :3], demo.fps),
+        "time_to_grasp_s": float(lifted[0]) / demo.fps if lifted.size else None,
+        "fingers_in_contact": None,
+        "palm_in_contact": None,
+    }
+
+
+def mean_stats(rows: list[dict[str, float | None]]) -> dict[str, float | None]:
+    """Each statistic's mean over the rows that have it."""
+    keys = sorted({k for r in rows for k in r})
+    out: dict[str, float | None] = {}
+    for k in keys:
+        values = [r[k] for r in rows if r.get(k) is not None]
+        out[k] = float(np.mean(values)) if values else None  # type: ignore[arg-type]
+    return out

@@ -1,0 +1,94 @@
+"""``r2s2r generate``: simulated episodes from adapted demonstrations, success-filtered."""
+
+from __future__ import annotations
+
+import json
+import logging
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+
+class BehaviorKind(StrEnum):
+    adapted = "adapted"
+
+
+class SelectKind(StrEnum):
+    nearest = "nearest"
+    random = "random"
+
+
+def generate(
+    source: Annotated[Path, typer.Option("--source", help="real demonstrations (a dataset)")],
+    out: Annotated[Path, typer.Option("--out", help="dataset folder (created or continued)")],
+    episodes: Annotated[int, typer.Option("--episodes", min=1, help="episodes to keep")] = 10,
+    world: Annotated[
+        str, typer.Option("--world", help="nominal, grounded, or a WorldSpec YAML path")
+    ] = "nominal",
+    behavior: Annotated[
+        BehaviorKind, typer.Option("--behavior", help="how commands are made")
+    ] = BehaviorKind.adapted,
+    seed: Annotated[int, typer.Option("--seed", help="draws instances, noise and demos")] = 0,
+    select: Annotated[
+        SelectKind, typer.Option("--select", help="which source demo an instance adapts")
+    ] = SelectKind.nearest,
+    max_attempts: Annotated[
+        int | None, typer.Option("--max-attempts", help="give up after this many (20 per episode)")
+    ] = None,
+    image_size: Annotated[
+        int, typer.Option("--image-size", help="rendered views of kept episodes, px (0: none)")
+    ] = 256,
+    overrides: Annotated[
+        Path | None, typer.Option("--segments", help="YAML of subtask starts per source episode")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
+) -> None:
+    """Adapt real demonstrations to new task instances, execute them in simulation without
+    cameras, keep the successes (rendered from their recorded states) as a dataset, and log
+    every attempt with its failure reason (DIR/generation/attempts.jsonl). Rerun to resume.
+
+    Only the adapted (grounded) behavior exists so far; the planned behavior is not built.
+    """
+    from tqdm import tqdm
+
+    from r2s2r.behavior.generate import GenerateCfg, Generator
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    cfg = GenerateCfg(
+        source=source,
+        out=out,
+        episodes=episodes,
+        world=world,
+        behavior=behavior.value,
+        seed=seed,
+        select=select.value,
+        max_attempts=max_attempts,
+        image_size=image_size,
+        overrides=overrides,
+    )
+    gen = Generator(cfg)
+    counts = {"kept": 0, "attempts": 0}
+    with tqdm(total=episodes, desc="generate", unit="ep", disable=as_json) as bar:
+
+        def progress(record: dict[str, Any]) -> None:
+            counts["attempts"] += 1
+            counts["kept"] += record["kept"]
+            bar.update(int(record["kept"]))
+            rate = counts["kept"] / counts["attempts"]
+            bar.set_postfix(attempted=counts["attempts"], rate=f"{rate:.0%}")
+
+        try:
+            summary = gen.run(progress)
+        finally:
+            gen.close()
+    if as_json:
+        typer.echo(json.dumps(summary, indent=2))
+        return
+    fails = ", ".join(f"{k} {v}" for k, v in summary["failures"].items() if v)
+    typer.echo(
+        f"{out}: kept {summary['kept']} of {summary['attempts']} attempts "
+        f"({summary['success_rate']:.0%}) in {summary['seconds']:.0f} s"
+        + (f"; failures: {fails}" if fails else "")
+    )

@@ -1,0 +1,266 @@
+"""Behavior: real demos (recorded on the twin by the scripted operator) segmented, adapted
+to new task instances, executed in simulation, success-filtered and written as a dataset."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from r2s2r.behavior.adapt import AdaptError, adapt, instance_of
+from r2s2r.behavior.demo import SUBTASKS, SourceDemo, closure, load_demos
+from r2s2r.behavior.execute import Executor, ReplayRenderer
+from r2s2r.behavior.generate import GenerateCfg, Generator
+from r2s2r.behavior.instance import TaskInstance, check_instance, object_pose_on_belt
+from r2s2r.cli import app
+from r2s2r.data import ACTION_DIM, STATE_DIM, Dataset, DatasetCfg, DatasetError, DatasetWriter
+from r2s2r.rig.operator import ScriptedOperator, TwinEyes
+from r2s2r.rig.record import Recorder
+from r2s2r.rig.safety import SafetySupervisor
+from r2s2r.rig.teleop import TeleopSession, TrackerCalibration
+from r2s2r.rig.twin import TwinRig
+from r2s2r.sim.env import PickSortEnv
+from r2s2r.spec import TaskSpec, WorldSpec
+from r2s2r.worlds import load_task, load_world
+
+runner = CliRunner()
+# Twin seeds whose scripted-operator take succeeds: puck (left arm), brick, can, flat box.
+DEMO_SEEDS = (0, 1, 3, 5)
+ARM = 27  # Actions per arm.
+
+
+@pytest.fixture(scope="module")
+def task() -> TaskSpec:
+    return load_task("pick_sort")
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Real demonstrations: scripted-operator takes on twins, without cameras, with the
+    object's pose as the twin tracked it."""
+    logging.getLogger("r2s2r.safety").setLevel(logging.ERROR)
+    root = tmp_path_factory.mktemp("demos") / "real"
+    with DatasetWriter(root, DatasetCfg(cameras=(), env_state=True)) as writer:
+        for seed in DEMO_SEEDS:
+            rig = TwinRig(seed=seed)
+            cal = TrackerCalibration.twin()
+            teleop = TeleopSession(rig, SafetySupervisor(rig.arms, rig.hands, rig.now), cal)
+            operator = ScriptedOperator(seed, TwinEyes(rig), rig.task, rig.nominal, cal)
+            meta = {"world": "twin", "behavior": "teleop", "seed": seed}
+            rec = Recorder(rig, operator, teleop, writer, rig.task, rig.nominal, meta)
+            (take,) = rec.run(1, None)
+            assert take.success, f"seed {seed}: the operator's take failed"
+    return root
+
+
+@pytest.fixture(scope="module")
+def demos(source: Path, task: TaskSpec) -> list[SourceDemo]:
+    return load_demos(source, task)
+
+
+def truth_world(demo: SourceDemo) -> WorldSpec:
+    """The world the demo was recorded in (tests only: behavior code never sees it)."""
+    return TwinRig(seed=DEMO_SEEDS[demo.episode]).reveal_truth().world
+
+
+def test_segmentation_finds_grasp_carry_and_release_from_the_signals(
+    demos: list[SourceDemo], task: TaskSpec
+) -> None:
+    world = load_world("nominal")
+    assert [d.object_name for d in demos] == [
+        "white_puck",
+        "yellow_brick",
+        "green_can",
+        "purple_box",
+    ]
+    assert [d.arm for d in demos] == [0, 1, 0, 1]  # Round objects to the left bin.
+    for d in demos:
+        starts = [d.starts[s] for s in SUBTASKS]
+        assert starts == sorted(set(starts)) and starts[0] == 0, d.starts
+        c, z = d.closure(), d.objects[:, 2]
+        grasp, carry, release = d.starts["grasp"], d.starts["carry"], d.starts["release"]
+        assert c[grasp] < 0.3 and c[carry] > 0.5  # Open hand before, closed after.
+        rest = np.median(z[:25])
+        assert z[carry] - rest > 0.05 > z[grasp] - rest  # Lifted clear at the carry.
+        assert c[release + 5] < c[release - 1]  # The hand is opening.
+        # It lets go over its bin.
+        obj = next(o for o in task.objects if o.name == d.object_name)
+        bin_pos = np.asarray(world.layout.bins[task.bin_for(obj).name].pos)
+        assert np.linalg.norm(d.objects[release, :2] - bin_pos[:2]) < 0.12
+
+
+def test_segment_overrides_move_boundaries_and_bad_ones_are_refused(
+    source: Path, demos: list[SourceDemo], task: TaskSpec, tmp_path: Path
+) -> None:
+    fix = tmp_path / "segments.yaml"
+    new_carry = demos[1].starts["carry"] + 10
+    fix.write_text(f"1: {{carry: {new_carry}}}\n")
+    fixed = load_demos(source, task, fix)
+    assert fixed[1].starts["carry"] == new_carry
+    assert fixed[0].starts == demos[0].starts
+    fix.write_text("1: {carry: 1}\n")
+    with pytest.raises(DatasetError, match="must increase"):
+        load_demos(source, task, fix)
+    fix.write_text("1: {lift: 100}\n")
+    with pytest.raises(DatasetError, match="unknown subtasks"):
+        load_demos(source, task, fix)
+
+
+def test_adapting_a_demo_to_its_own_instance_reproduces_it(
+    demos: list[SourceDemo], task: TaskSpec
+) -> None:
+    for demo in demos[:2]:
+        world = truth_world(demo)
+        own = instance_of(demo, task, world)
+        actions = adapt(demo, own, task, world)
+        assert actions.shape == demo.actions.shape
+        np.testing.assert_allclose(actions, demo.actions, atol=1e-3)
+        result = Executor(world, task, randomize_appearance=False).run(own, actions, seed=0)
+        assert result.success, result.reason
+
+
+def test_a_shifted_object_shifts_the_grasp_and_not_the_release(
+    demos: list[SourceDemo], task: TaskSpec
+) -> None:
+    demo = demos[2]  # The can: round, so the hand is not turned with it.
+    world = truth_world(demo)
+    own = instance_of(demo, task, world)
+    shifted = dataclasses.replace(own, lateral=own.lateral + 0.03)
+    base, moved = adapt(demo, own, task, world), adapt(demo, shifted, task, world)
+    grasp = slice(*demo.span("grasp"))
+    arm = slice(demo.arm * ARM, demo.arm * ARM + 3)
+    shift = moved[grasp, arm] - base[grasp, arm]
+    # Across the (true, slightly turned) belt by 3 cm, at every step of the grasp.
+    np.testing.assert_allclose(np.linalg.norm(shift, axis=1), 0.03, atol=1e-9)
+    np.testing.assert_allclose(shift, np.broadcast_to([0.0, 0.03, 0.0], shift.shape), atol=1e-3)
+    np.testing.assert_allclose(moved[-1], base[-1])  # The bins do not move.
+    result = Executor(world, task, randomize_appearance=False).run(shifted, moved, seed=0)
+    assert result.success, result.reason
+
+
+def test_a_faster_belt_is_still_intercepted(demos: list[SourceDemo], task: TaskSpec) -> None:
+    for demo in (demos[0], demos[2]):
+        world = truth_world(demo)
+        own = instance_of(demo, task, world)
+        fast = dataclasses.replace(own, belt_speed=own.belt_speed + 0.03)
+        actions = adapt(demo, fast, task, world)
+        assert len(actions) < demo.length  # It meets the object sooner.
+        result = Executor(world, task, randomize_appearance=False).run(fast, actions, seed=0)
+        assert result.success, (demo.name, result.reason)
+        assert result.fingers_in_contact >= 3  # A several-finger grasp, as the demo's.
+        # The hand met the object where the demo did, on the belt moving faster.
+        grasp = demo.starts["grasp"] - demo.length + len(actions)
+        seen = object_pose_on_belt(task, world, fast, np.array([grasp / demo.fps]))[0]
+        np.testing.assert_allclose(seen[:2], demo.objects[demo.starts["grasp"], :2], atol=0.01)
+    too_fast = dataclasses.replace(own, belt_speed=4 * own.belt_speed)
+    with pytest.raises(AdaptError, match="sooner than"):
+        adapt(demo, too_fast, task, world)
+
+
+def test_generation_keeps_successes_logs_failures_resumes_and_repeats(
+    source: Path, tmp_path: Path
+) -> None:
+    cfg = GenerateCfg(source=source, out=tmp_path / "a", episodes=2, image_size=0, seed=7)
+    gen = Generator(cfg)
+    summary = gen.run()
+    gen.close()
+    records = [json.loads(line) for line in (cfg.out / "generation/attempts.jsonl").open()]
+    assert summary["kept"] == 2 and summary["attempts"] == len(records)
+    assert summary["success_rate"] == pytest.approx(2 / len(records))
+    assert sum(summary["failures"].values()) == len(records) - 2
+    assert all(r["kept"] == (r["reason"] is None) for r in records)
+    ds = Dataset(cfg.out)
+    assert ds.num_episodes == 2 and all(ds.episode(e)["success"] for e in range(2))
+    kept = [r for r in records if r["kept"]]
+    for e, r in enumerate(kept):
+        row = ds.episode(e)
+        assert row["behavior"] == "adapted" and row["world"] == "nominal"
+        assert row["seed"] == r["attempt"] and row["source_demo"] == r["source_demo"]
+        assert row["object_ids"] == [r["instance"]["object_name"]]
+        assert row["belt_speed"] == pytest.approx(r["instance"]["belt_speed"])
+
+    # Resuming asks for one more and continues after the logged attempts.
+    gen = Generator(dataclasses.replace(cfg, episodes=3))
+    more = gen.run()
+    gen.close()
+    assert more["kept"] == 3 and Dataset(cfg.out).num_episodes == 3
+    again = [json.loads(line) for line in (cfg.out / "generation/attempts.jsonl").open()]
+    assert [r["attempt"] for r in again] == list(range(len(again)))
+
+    # The same seed in a fresh folder gives the same episodes.
+    gen = Generator(dataclasses.replace(cfg, out=tmp_path / "b", episodes=3))
+    gen.run()
+    gen.close()
+    first, second = Dataset(cfg.out), Dataset(tmp_path / "b")
+    for key in ("action", "observation.state", "observation.environment_state"):
+        np.testing.assert_array_equal(first.low_dim()[key], second.low_dim()[key])
+
+
+def test_rendered_replay_matches_what_the_cameras_saw_live(
+    demos: list[SourceDemo], task: TaskSpec
+) -> None:
+    world = load_world("nominal")
+    world = world.replace(render=world.render.model_copy(update={"obs_size": (32, 32)}))
+    demo = demos[3]
+    instance = instance_of(demo, task, world)
+    actions = adapt(demo, instance, task, world)[:120]
+    first = Executor(world, task).run(instance, actions, seed=11)
+    second = Executor(world, task).run(instance, actions, seed=11)
+    np.testing.assert_array_equal(first.qpos, second.qpos)  # Execution is deterministic.
+    views = ReplayRenderer(world, task).render(first, seed=11)
+    live = PickSortEnv(world=world, task=task, randomize_appearance=True)
+    obs, _ = live.reset(seed=11, options=instance.reset_options())
+    for k in range(0, len(first.actions), 40):
+        while live.cell.steps[0] < k:
+            obs, *_ = live.step(first.actions[live.cell.steps[0]])
+        for cam, frames in views.items():
+            np.testing.assert_array_equal(frames[k], obs["images"][cam])
+    live.close()
+
+
+def test_bad_input_fails_with_a_clear_message(source: Path, task: TaskSpec, tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    DatasetWriter(empty, DatasetCfg(cameras=(), env_state=True)).close()
+    with pytest.raises(DatasetError, match="no successful episodes"):
+        load_demos(empty, task)
+
+    blind = tmp_path / "blind"
+    with DatasetWriter(blind, DatasetCfg(cameras=())) as writer:
+        writer.add_frame({}, np.zeros(STATE_DIM), np.zeros(ACTION_DIM))
+        writer.save_episode("t", True, {"object_ids": ["green_can"]})
+    with pytest.raises(DatasetError, match="environment_state"):
+        load_demos(blind, task)
+
+    # A demo whose hand never closes (the actions of a real demo with the fingers held open).
+    real = Dataset(source)
+    arrays = real.episode_arrays(2)
+    open_hand = tmp_path / "open_hand"
+    with DatasetWriter(open_hand, DatasetCfg(cameras=(), env_state=True)) as writer:
+        for s, a, o in zip(
+            arrays["observation.state"],
+            arrays["action"],
+            arrays["observation.environment_state"],
+            strict=True,
+        ):
+            a = a.copy()
+            a[7:ARM] = a[ARM + 7 :] = 0.0
+            writer.add_frame({}, s, a, env_state=o)
+        writer.save_episode("t", True, {"object_ids": ["green_can"], "belt_speed": 0.08})
+    with pytest.raises(DatasetError, match="no grasp"):
+        load_demos(open_hand, task)
+    assert closure(real.episode_arrays(2)["action"].astype(float), 0).max() == 1.0
+
+    world = load_world("nominal")
+    with pytest.raises(ValueError, match="beyond the belt's half width"):
+        check_instance(task, world, TaskInstance("yellow_brick", 0.12, 0.0, 0.08))
+
+    result = runner.invoke(
+        app, ["generate", "--source", str(empty), "--out", str(tmp_path / "g"), "--episodes", "1"]
+    )
+    assert result.exit_code != 0
+    assert "no successful episodes" in str(result.exception) + result.output
