@@ -17,6 +17,7 @@ from r2s2r.behavior.demo import SUBTASKS, SourceDemo, closure, load_demos
 from r2s2r.behavior.execute import Executor, ReplayRenderer
 from r2s2r.behavior.generate import GenerateCfg, Generator
 from r2s2r.behavior.instance import TaskInstance, check_instance, object_pose_on_belt
+from r2s2r.behavior.plan import PlanError, Planner, PlannerCfg
 from r2s2r.cli import app
 from r2s2r.data import ACTION_DIM, STATE_DIM, Dataset, DatasetCfg, DatasetError, DatasetWriter
 from r2s2r.rig.operator import ScriptedOperator, TwinEyes
@@ -264,3 +265,71 @@ def test_bad_input_fails_with_a_clear_message(source: Path, task: TaskSpec, tmp_
     )
     assert result.exit_code != 0
     assert "no successful episodes" in str(result.exception) + result.output
+
+
+# ----------------------------------------------------------------- planned behavior
+@pytest.fixture(scope="module")
+def planning(task: TaskSpec) -> tuple[Planner, Executor, WorldSpec]:
+    world = load_world("nominal")
+    executor = Executor(world, task)
+    return Planner(world, task, executor.env.cell), executor, world
+
+
+def test_planned_routes_are_collision_free_and_meet_the_belt_speed(
+    planning: tuple[Planner, Executor, WorldSpec], task: TaskSpec
+) -> None:
+    planner, executor, world = planning
+    instances = [
+        TaskInstance("green_can", 0.02, 0.3, 0.09),
+        TaskInstance("yellow_brick", -0.03, 1.2, 0.06),
+        TaskInstance("white_puck", 0.0, 0.0, 0.1),
+    ]
+    for instance in instances:
+        plan = planner.plan(instance)
+        side = ("left", "right")[plan.arm]
+        kin = planner.kin[side]
+        hands = plan.actions[:, plan.arm * ARM + 7 : (plan.arm + 1) * ARM]
+        # Densely along the whole joint route: the arm never enters the table, belt, bins or
+        # the other arm; away from the object the hand does not either.
+        near_object = {"descend", "close", "lift"}
+        for k in range(1, len(plan.route)):
+            for u in (0.25, 0.5, 0.75, 1.0):
+                q = plan.route[k - 1] + u * (plan.route[k] - plan.route[k - 1])
+                assert not kin.collides(q, hands[k], links_only=plan.phases[k] in near_object), (
+                    instance,
+                    k,
+                    plan.phases[k],
+                )
+        # At the grasp the planned TCP moves with the belt.
+        g = plan.grasp_step
+        velocity = (plan.tcp[g + 1, :3] - plan.tcp[g - 1, :3]) * planner.fps / 2
+        np.testing.assert_allclose(velocity, [instance.belt_speed, 0.0, 0.0], atol=0.005)
+        result = executor.run(instance, plan.actions, seed=0)
+        assert result.success and result.reason is None, (instance, result.reason)
+        # Executed, the hand follows the object when it closes (measured TCP velocity).
+        tcp = result.states[:, plan.arm * 7 : plan.arm * 7 + 3]
+        measured = (tcp[g + 3] - tcp[g - 3]) * planner.fps / 6
+        np.testing.assert_allclose(measured[:2], [instance.belt_speed, 0.0], atol=0.02)
+
+
+def test_planner_failure_is_a_clear_reason(task: TaskSpec, tmp_path: Path) -> None:
+    world = load_world("nominal")
+    executor = Executor(world, task)
+    # Meeting the object a metre downstream of the arm's base is beyond its reach.
+    stuck = Planner(world, task, executor.env.cell, PlannerCfg(meet_offsets_m=(1.0,)))
+    with pytest.raises(PlanError, match="no collision-free route for the green_can"):
+        stuck.plan(TaskInstance("green_can", 0.0, 0.0, 0.08))
+    cfg = GenerateCfg(
+        source=None, out=tmp_path / "p", episodes=2, image_size=0, behavior="planned", seed=3
+    )
+    gen = Generator(cfg)
+    summary = gen.run()
+    gen.close()
+    assert summary["kept"] == 2 and summary["behavior"] == "planned"
+    assert Dataset(cfg.out).episode(0)["behavior"] == "planned"
+    gen = Generator(dataclasses.replace(cfg, out=tmp_path / "q"))
+    gen.planner = stuck
+    gen.cfg = dataclasses.replace(cfg, out=tmp_path / "q", max_attempts=2)
+    summary = gen.run()
+    gen.close()
+    assert summary["kept"] == 0 and summary["failures"]["planner_failure"] == 2

@@ -20,9 +20,18 @@ from r2s2r.sim.env import PickSortEnv
 from r2s2r.spec import TaskSpec, WorldSpec
 from r2s2r.spec.world import CAMERA_NAMES
 
-# Failure reasons: the first five judged from an execution (in this order), the last one
-# given to an instance the behavior could not produce commands for.
-REASONS = ("collision", "missed_grasp", "dropped", "wrong_bin", "timeout", "unreachable")
+# Failure reasons: the first five judged from an execution (in this order), the last two
+# given to an instance the behavior could not produce commands for (a demo that cannot be
+# adapted to it, no collision-free plan).
+REASONS = (
+    "collision",
+    "missed_grasp",
+    "dropped",
+    "wrong_bin",
+    "timeout",
+    "unreachable",
+    "planner_failure",
+)
 # The object counts as lifted once this far above where it rested on the belt.
 LIFT_M = 0.03
 # Bodies that must not touch the cell's fixed parts (the hands may touch the belt).

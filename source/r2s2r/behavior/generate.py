@@ -1,8 +1,9 @@
 """``r2s2r generate``: attempts in simulation, successes kept, written as a dataset.
 
 Each attempt ``i`` draws a task instance from the task's distribution with the generator
-``(seed, i)``, picks a source demo, adapts it, and executes it in the chosen world without
-cameras. Successes are rendered from their recorded states and saved with their metadata
+``(seed, i)``, makes its commands (``adapted``: picks a source demo and adapts it;
+``planned``: synthesizes a grasp and plans a route), and executes them in the chosen world
+without cameras. Successes are rendered from their recorded states and saved with their metadata
 (world, behavior, source demo, object, belt speed, attempt number as ``seed``); every
 attempt, kept or not, goes to ``DIR/generation/attempts.jsonl`` with its failure reason. The
 job resumes: rerun with the same arguments and it skips the attempts already logged, and
@@ -34,6 +35,7 @@ from r2s2r.behavior.adapt import (
 from r2s2r.behavior.demo import SourceDemo, load_demos
 from r2s2r.behavior.execute import LIFT_M, REASONS, Attempt, Executor, ReplayRenderer
 from r2s2r.behavior.instance import TaskInstance, check_instance, draw_instance
+from r2s2r.behavior.plan import PlanError, Planner
 from r2s2r.data import CameraCfg, Dataset, DatasetCfg, DatasetWriter
 from r2s2r.spec import TaskSpec, WorldSpec
 from r2s2r.spec.world import CAMERA_NAMES
@@ -48,11 +50,11 @@ LOG_DIR = "generation"
 class GenerateCfg:
     """One generation job."""
 
-    source: Path
+    source: Path | None
     out: Path
     episodes: int = 10
     world: str | Path = "nominal"
-    behavior: Literal["adapted"] = "adapted"
+    behavior: Literal["adapted", "planned"] = "adapted"
     seed: int = 0
     select: Select = "nearest"
     # Stop after this many attempts even if fewer episodes were kept (default 20 per episode).
@@ -78,8 +80,16 @@ class Generator:
             world = world.replace(render=world.render.model_copy(update={"obs_size": size}))
         self.world: WorldSpec = world
         self.world_name = Path(str(cfg.world)).stem
-        self.demos = load_demos(cfg.source, self.task, cfg.overrides)
-        self.objects = sorted({d.object_name for d in self.demos})
+        if cfg.behavior not in ("adapted", "planned"):
+            raise ValueError(f"behavior: expected adapted or planned, got {cfg.behavior!r}")
+        if cfg.behavior == "adapted" and cfg.source is None:
+            raise ValueError("the adapted behavior needs real demonstrations: pass --source DIR")
+        # With a source dataset, instances are drawn over the objects its demos handle, for
+        # both behaviors, so that the datasets compare like with like.
+        self.demos = load_demos(cfg.source, self.task, cfg.overrides) if cfg.source else []
+        self.objects = sorted({d.object_name for d in self.demos}) or [
+            o.name for o in self.task.objects
+        ]
         missing = sorted({o.name for o in self.task.objects} - set(self.objects))
         if missing:
             log.warning(
@@ -90,6 +100,11 @@ class Generator:
         # Where each demo's own instance sits, for choosing the nearest demo.
         self._own = [instance_of(d, self.task, self.world) for d in self.demos]
         self.executor = Executor(self.world, self.task)
+        self.planner = (
+            Planner(self.world, self.task, self.executor.env.cell)
+            if cfg.behavior == "planned"
+            else None
+        )
         self.renderer = ReplayRenderer(self.world, self.task) if cfg.image_size else None
         self.log_path = cfg.out / LOG_DIR / "attempts.jsonl"
         self._this_run: list[dict[str, Any]] = []
@@ -131,26 +146,33 @@ class Generator:
         rng = np.random.default_rng([self.cfg.seed, i])
         instance = draw_instance(self.task, rng, self.objects)
         check_instance(self.task, self.world, instance)
-        demo = self.choose(instance, rng)
         record: dict[str, Any] = {
             "attempt": i,
             "instance": instance.to_json(),
-            "source_demo": demo.name,
+            "source_demo": None,
             "kept": False,
             "reason": None,
             "seconds": {},
         }
         t0 = time.perf_counter()
+        making = "plan" if self.planner is not None else "adapt"
+        demo = None
         try:
-            actions = adapt(demo, instance, self.task, self.world, rng, self.cfg.adapt)
-        except AdaptError as err:
-            record["reason"], record["detail"] = "unreachable", str(err)
-            record["seconds"]["adapt"] = time.perf_counter() - t0
+            if self.planner is not None:
+                actions = self.planner.plan(instance).actions
+            else:
+                demo = self.choose(instance, rng)
+                record["source_demo"] = demo.name
+                actions = adapt(demo, instance, self.task, self.world, rng, self.cfg.adapt)
+        except (AdaptError, PlanError) as err:
+            record["reason"] = "unreachable" if isinstance(err, AdaptError) else "planner_failure"
+            record["detail"] = str(err)
+            record["seconds"][making] = time.perf_counter() - t0
             return record
         t1 = time.perf_counter()
         result = self.executor.run(instance, actions, seed=self._env_seed(i))
         t2 = time.perf_counter()
-        record["seconds"] = {"adapt": t1 - t0, "physics": t2 - t1}
+        record["seconds"] = {making: t1 - t0, "physics": t2 - t1}
         record["reason"] = result.reason
         record["stats"] = episode_stats(result, self._fps)
         if result.success and writer is not None:
@@ -185,7 +207,9 @@ class Generator:
     def _env_seed(self, i: int) -> int:
         return int(np.random.default_rng([self.cfg.seed, i, 1]).integers(2**31))
 
-    def _save(self, writer: DatasetWriter, i: int, demo: SourceDemo, result: Attempt) -> None:
+    def _save(
+        self, writer: DatasetWriter, i: int, demo: SourceDemo | None, result: Attempt
+    ) -> None:
         views = self.renderer.render(result, self._env_seed(i)) if self.renderer is not None else {}
         for k in range(len(result.actions)):
             images = {c: v[k] for c, v in views.items()}
@@ -195,7 +219,7 @@ class Generator:
         meta = {
             "world": self.world_name,
             "behavior": self.cfg.behavior,
-            "source_demo": demo.name,
+            "source_demo": None if demo is None else demo.name,
             "belt_speed": result.instance.belt_speed,
             "object_ids": [result.instance.object_name],
             "seed": i,
@@ -270,7 +294,9 @@ class Generator:
             "physics_vs_raw": ours / raw if raw else None,
             "behavior_stats": {
                 "generated": mean_stats(stats),
-                "source_demos": mean_stats([demo_stats(d) for d in self.demos]),
+                "source_demos": mean_stats([demo_stats(d) for d in self.demos])
+                if self.demos
+                else None,
             },
         }
 

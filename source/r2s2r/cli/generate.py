@@ -1,4 +1,5 @@
-"""``r2s2r generate``: simulated episodes from adapted demonstrations, success-filtered."""
+"""``r2s2r generate``: simulated episodes from adapted demonstrations or planned routes,
+success-filtered."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import typer
 
 class BehaviorKind(StrEnum):
     adapted = "adapted"
+    planned = "planned"
 
 
 class SelectKind(StrEnum):
@@ -21,8 +23,15 @@ class SelectKind(StrEnum):
 
 
 def generate(
-    source: Annotated[Path, typer.Option("--source", help="real demonstrations (a dataset)")],
     out: Annotated[Path, typer.Option("--out", help="dataset folder (created or continued)")],
+    source: Annotated[
+        Path | None,
+        typer.Option(
+            "--source",
+            help="real demonstrations (a dataset); needed to adapt, and with --behavior "
+            "planned it limits the objects to the ones the demos handle",
+        ),
+    ] = None,
     episodes: Annotated[int, typer.Option("--episodes", min=1, help="episodes to keep")] = 10,
     world: Annotated[
         str, typer.Option("--world", help="nominal, grounded, or a WorldSpec YAML path")
@@ -45,12 +54,10 @@ def generate(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
 ) -> None:
-    """Adapt real demonstrations to new task instances, execute them in simulation without
-    cameras, keep the successes (rendered from their recorded states) as a dataset, and log
-    every attempt with its failure reason (DIR/generation/attempts.jsonl). Rerun to resume.
-
-    Only the adapted (grounded) behavior exists so far; the planned behavior is not built.
-    """
+    """Make commands for new task instances (adapted real demonstrations, or synthesized
+    grasps and planned routes), execute them in simulation without cameras, keep the
+    successes (rendered from their recorded states) as a dataset, and log every attempt with
+    its failure reason (DIR/generation/attempts.jsonl). Rerun to resume."""
     from tqdm import tqdm
 
     from r2s2r.behavior.generate import GenerateCfg, Generator

@@ -1,0 +1,370 @@
+"""Ungrounded behavior: synthesized grasps and planned, time-parameterized routes.
+
+For a task instance the planner proposes grasps from the object's geometry and the hand's
+closures (a power wrap with the knuckles just beyond the object's far side, or, for low
+objects, a claw over its centre), turned about the vertical to span the object's narrowest
+side, and keeps the first whose pre-grasp, grasp and lift poses have collision-free
+inverse kinematics where the belt brings the object. The route:
+
+- approach: joint space from home, time-optimal under velocity, acceleration and jerk
+  limits (ruckig), arriving above the object *moving with the belt* (the target joint
+  velocity is the belt's velocity mapped through the Jacobian);
+- descend, close and lift: Cartesian, in the frame of the moving object, so the hand keeps
+  the belt's velocity at the grasp;
+- carry: a collision-free joint path to above the bin (OMPL's RRT-Connect with MuJoCo as
+  the validity checker, then shortcut), time-parameterized segment by segment (ruckig);
+- release: the hand opens over the bin.
+
+Every step is checked for collisions against the table, belt, bins and the other arm
+(``Plan.route`` keeps the joint route for that check). Commands are TCP targets (the
+Cartesian controller's interface, as in real data) at the control rate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.spatial.transform import Rotation
+
+from r2s2r.behavior.instance import TaskInstance, object_pose_on_belt
+from r2s2r.behavior.kinematics import ArmKinematics
+from r2s2r.rig.human import min_jerk
+from r2s2r.rig.operator import CLAW_OPEN, CLAW_SHUT, FLAT_GRASP, POWER_GRASP, PRESHAPE, RELAXED
+from r2s2r.rig.teleop import teleop_arm
+from r2s2r.sim.cell import ACTION_PER_ARM, Cell
+from r2s2r.sim.scene import PALM_DOWN
+from r2s2r.spec import TaskSpec, WorldSpec
+from r2s2r.spec.world import ARM_SIDES
+
+
+class PlanError(ValueError):
+    """No collision-free grasp or route for an instance (the attempt's failure reason is
+    ``planner_failure``)."""
+
+
+@dataclass(frozen=True)
+class PlannerCfg:
+    """Route timing and limits."""
+
+    hover_m: float = 0.10  # Pre-grasp height above the grasp pose.
+    descend_s: float = 0.8
+    close_s: float = 0.5
+    hold_s: float = 0.2
+    lift_m: float = 0.15
+    lift_s: float = 0.8
+    carry_height_m: float = 0.25  # TCP above the bin's floor.
+    release_s: float = 0.4
+    settle_s: float = 1.2
+    # Joint limits for the free-space segments: a share of the arm's velocity limits, and
+    # acceleration (rad/s^2) and jerk (rad/s^3).
+    vel_share: float = 0.5
+    max_acc: float = 3.0
+    max_jerk: float = 20.0
+    # Turns about the vertical (deg, from straight across the belt) the planner tries.
+    yaws_deg: tuple[float, ...] = tuple(float(y) for y in range(-105, 1, 15))
+    # Where along the belt (m from the arm's base, downstream positive) it tries to meet
+    # the object, nearest first.
+    meet_offsets_m: tuple[float, ...] = (-0.1, 0.0, -0.2, 0.1, -0.3)
+    carry_plan_s: float = 1.0  # RRT-Connect time budget.
+
+
+@dataclass(frozen=True)
+class Grasp:
+    """A grasp proposal: a closure and where the TCP goes relative to the object."""
+
+    kind: str  # power | flat | claw
+    yaw: float  # hand turn about the vertical from straight across the belt (rad)
+    offset: np.ndarray  # TCP minus object centre, cell frame (3,)
+    open_hand: np.ndarray
+    shut_hand: np.ndarray
+
+    def rotation(self) -> Rotation:
+        return Rotation.from_euler("z", self.yaw) * PALM_DOWN
+
+
+@dataclass
+class Plan:
+    """A planned episode: actions (T, 54) at the control rate, the active arm's joint route
+    (T, 7) with what each step is doing, and the grasp."""
+
+    actions: np.ndarray
+    route: np.ndarray
+    phases: list[str]
+    grasp: Grasp
+    arm: int
+    grasp_step: int
+    tcp: np.ndarray = field(default_factory=lambda: np.zeros((0, 7)))  # planned TCP (T, 7)
+
+
+def _fingers(yaw: float) -> np.ndarray:
+    return np.array([-np.sin(yaw), np.cos(yaw), 0.0])
+
+
+class Planner:
+    """Plans episodes in one world (CPU: our IK, OMPL, ruckig)."""
+
+    def __init__(
+        self, world: WorldSpec, task: TaskSpec, cell: Cell, cfg: PlannerCfg = PlannerCfg()
+    ):
+        self.world, self.task, self.cfg = world, task, cfg
+        self.fps = int(round(task.control_hz))
+        self.dt = 1.0 / self.fps
+        home = cell._home_qpos
+        self.kin = {s: ArmKinematics(cell.scene.model, s, home) for s in ARM_SIDES}
+        self.home_q = {s: home[cell.idx.arm_qadr[i]] for i, s in enumerate(ARM_SIDES)}
+        self.home_tcp = {s: self.kin[s].fk(self.home_q[s]) for s in ARM_SIDES}
+
+    # ------------------------------------------------------------------ grasps
+    def proposals(self, instance: TaskInstance) -> list[Grasp]:
+        """Grasps for the instance's object, best first: each closure that fits the side the
+        hand spans, at each turn the planner tries, the narrowest span first."""
+        obj = next(o for o in self.task.all_objects if o.name == instance.object_name)
+        heading = np.radians(self.world.layout.belt.yaw_deg)
+        axes = Rotation.from_euler("z", heading + instance.yaw).as_matrix()
+        out = []
+        for yaw_deg in self.cfg.yaws_deg:
+            yaw = np.radians(yaw_deg)
+            f = _fingers(yaw)
+            if obj.shape in ("box", "ellipsoid"):
+                half = float(sum(abs(f @ axes[:, i]) * obj.size[i] for i in range(2)))
+            else:
+                half = float(obj.size[0])
+            top = obj.rest_height  # Object top above its centre.
+            if obj.rest_height < 0.026 and half <= 0.056:
+                height = max(0.06, 2 * obj.rest_height + 0.025) - obj.rest_height
+                offset = np.array([0.0, 0.0, height])
+                out.append((half, Grasp("claw", yaw, offset, CLAW_OPEN, CLAW_SHUT)))
+            elif half <= 0.045:
+                shut = FLAT_GRASP if obj.rest_height < 0.028 else POWER_GRASP
+                offset = f * (half + 0.012) + [0.0, 0.0, top]
+                out.append((half, Grasp("power", yaw, offset, PRESHAPE, shut)))
+        out.sort(key=lambda c: (round(c[0], 3), abs(c[1].yaw - np.radians(-45.0))))
+        return [g for _, g in out]
+
+    # ------------------------------------------------------------------ planning
+    def plan(self, instance: TaskInstance) -> Plan:
+        """The episode's commands for ``instance``; raises ``PlanError`` when no grasp has a
+        collision-free route."""
+        side = teleop_arm(self.task, self.world, instance.object_name)
+        kin = self.kin[side]
+        base_x = self.world.layout.robots["left" if side == "left" else "right"].pos[0]
+        obj0 = object_pose_on_belt(self.task, self.world, instance, np.zeros(1))[0]
+        velocity = (
+            object_pose_on_belt(self.task, self.world, instance, np.ones(1))[0, :3] - obj0[:3]
+        )
+        grasps = self.proposals(instance)
+        if not grasps:
+            raise PlanError(f"no grasp of the {instance.object_name} fits the hand")
+        tried = 0
+        for offset in self.cfg.meet_offsets_m:
+            # When the object passes the meeting point.
+            t_grasp = (base_x + offset - obj0[0]) / max(velocity[0], 1e-6)
+            t_pre = t_grasp - self.cfg.descend_s
+            if t_pre < 1.0:
+                continue
+            centre = object_pose_on_belt(self.task, self.world, instance, np.array([t_grasp]))[0]
+            for grasp in grasps:
+                tried += 1
+                plan = self._try(side, kin, instance, grasp, centre[:3], velocity, t_grasp)
+                if plan is not None:
+                    return plan
+        raise PlanError(
+            f"no collision-free route for the {instance.object_name} "
+            f"({tried} grasp and meeting-point pairs tried)"
+        )
+
+    def _try(
+        self,
+        side: str,
+        kin: ArmKinematics,
+        instance: TaskInstance,
+        grasp: Grasp,
+        centre: np.ndarray,
+        velocity: np.ndarray,
+        t_grasp: float,
+    ) -> Plan | None:
+        cfg = self.cfg
+        quat = grasp.rotation().as_quat(scalar_first=True)
+        grasp_pos = centre + grasp.offset
+        up = np.array([0.0, 0.0, 1.0])
+        home_q = self.home_q[side]
+        pre = np.concatenate([grasp_pos - velocity * cfg.descend_s + up * cfg.hover_m, quat])
+        q_pre, ok = kin.ik(pre, home_q)
+        if not ok or kin.collides(q_pre, grasp.open_hand):
+            return None
+        q_grasp, ok = kin.ik(np.concatenate([grasp_pos, quat]), q_pre)
+        if not ok or kin.collides(q_grasp, grasp.open_hand, links_only=True):
+            return None
+        t_pre = t_grasp - cfg.descend_s
+        # Approach: home (at rest) to the pre-grasp pose moving with the belt.
+        q_dot_pre = kin.tcp_velocity_to_joints(q_pre, np.concatenate([velocity, np.zeros(3)]))
+        approach = self._ruckig(home_q, np.zeros(7), q_pre, q_dot_pre)
+        if approach is None or len(approach) * self.dt > t_pre - 0.2:
+            return None
+        n_wait = int(round(t_pre * self.fps)) - len(approach)
+        steps_q = [home_q] * n_wait + list(approach)
+        phases = ["wait"] * n_wait + ["approach"] * len(approach)
+        tcp = [kin.fk(q) for q in steps_q]
+        hands = [RELAXED] * n_wait + [
+            RELAXED + (grasp.open_hand - RELAXED) * min_jerk(u)
+            for u in np.linspace(0, 1, len(approach))
+        ]
+        # Descend, close and hold, lift: Cartesian, following the object.
+        t = t_pre
+        q = q_pre
+        lift_from = None
+        segments = [
+            ("descend", cfg.descend_s),
+            ("close", cfg.close_s + cfg.hold_s),
+            ("lift", cfg.lift_s),
+        ]
+        grasp_step = 0
+        for name, duration in segments:
+            n = int(round(duration * self.fps))
+            for k in range(n):
+                u = (k + 1) / n
+                t += self.dt
+                if name == "descend":
+                    pos = (
+                        grasp_pos + velocity * (t - t_grasp) + up * cfg.hover_m * (1 - min_jerk(u))
+                    )
+                    hand = grasp.open_hand
+                elif name == "close":
+                    pos = grasp_pos + velocity * (t - t_grasp)
+                    closing = min(1.0, (k + 1) / max(1, int(cfg.close_s * self.fps)))
+                    hand = grasp.open_hand + (grasp.shut_hand - grasp.open_hand) * min_jerk(closing)
+                    lift_from = pos
+                else:
+                    assert lift_from is not None
+                    # Rise while the belt-following motion eases off.
+                    along = velocity * duration * (u - u * u / 2)
+                    pos = lift_from + along + up * cfg.lift_m * min_jerk(u)
+                    hand = grasp.shut_hand
+                pose = np.concatenate([pos, quat])
+                q, ok = kin.ik(pose, q, iters=60)
+                if not ok or kin.collides(q, links_only=True):
+                    return None
+                if name == "close" and k == 0:
+                    grasp_step = len(steps_q)
+                steps_q.append(q)
+                phases.append(name)
+                tcp.append(pose)
+                hands.append(hand)
+        # Carry: a collision-free joint path to above the bin, then time-parameterized.
+        obj = next(o for o in self.task.all_objects if o.name == instance.object_name)
+        bin_pos = np.asarray(self.world.layout.bins[self.task.bin_for(obj).name].pos, float)
+        above = np.concatenate(
+            [bin_pos + [0.0, 0.0, cfg.carry_height_m] + grasp.offset * [1, 1, 0], quat]
+        )
+        q_bin, ok = kin.ik(above, q)
+        if not ok or kin.collides(q_bin, grasp.shut_hand):
+            return None
+        path = self._carry_path(kin, q, q_bin, grasp.shut_hand)
+        if path is None:
+            return None
+        carried = [q]
+        for a, b in zip(path, path[1:], strict=False):
+            seg = self._ruckig(a, np.zeros(7), b, np.zeros(7))
+            if seg is None:
+                return None
+            carried.extend(seg)
+        for q in carried[1:]:
+            steps_q.append(q)
+            phases.append("carry")
+            tcp.append(kin.fk(q))
+            hands.append(grasp.shut_hand)
+        # Release over the bin.
+        n_open = int(round(cfg.release_s * self.fps))
+        for k in range(n_open + int(round(cfg.settle_s * self.fps))):
+            u = min(1.0, (k + 1) / n_open)
+            steps_q.append(q_bin)
+            phases.append("release")
+            tcp.append(tcp[-1])
+            hands.append(grasp.shut_hand + (RELAXED - grasp.shut_hand) * min_jerk(u))
+        arm = ARM_SIDES.index(side)
+        actions = np.zeros((len(steps_q), 2, ACTION_PER_ARM))
+        for i, s in enumerate(ARM_SIDES):
+            actions[:, i, :7] = self.home_tcp[s]
+            actions[:, i, 7:] = RELAXED
+        actions[:, arm, :7] = np.asarray(tcp)
+        actions[:, arm, 7:] = np.asarray(hands)
+        return Plan(
+            actions=actions.reshape(len(steps_q), -1),
+            route=np.asarray(steps_q),
+            phases=phases,
+            grasp=grasp,
+            arm=arm,
+            grasp_step=grasp_step,
+            tcp=np.asarray(tcp),
+        )
+
+    def _ruckig(
+        self, q0: np.ndarray, v0: np.ndarray, q1: np.ndarray, v1: np.ndarray
+    ) -> list[np.ndarray] | None:
+        """Joint positions at the control rate of the time-optimal jerk-limited move from
+        (q0, v0) at rest acceleration to (q1, v1); None if ruckig finds none."""
+        from ruckig import InputParameter, Result, Ruckig, Trajectory
+
+        cfg = self.cfg
+        inp = InputParameter(7)
+        inp.current_position, inp.current_velocity = list(q0), list(v0)
+        inp.current_acceleration = [0.0] * 7
+        inp.target_position, inp.target_velocity = list(q1), list(v1)
+        inp.target_acceleration = [0.0] * 7
+        limits = self.kin["left"].vel_limits * cfg.vel_share
+        inp.max_velocity = list(np.maximum(limits, np.abs(v1) * 1.05))
+        inp.max_acceleration = [cfg.max_acc] * 7
+        inp.max_jerk = [cfg.max_jerk] * 7
+        traj = Trajectory(7)
+        if Ruckig(7).calculate(inp, traj) not in (Result.Working, Result.Finished):
+            return None
+        n = max(1, int(np.ceil(traj.duration * self.fps)))
+        return [
+            np.asarray(traj.at_time(min((k + 1) * self.dt, traj.duration))[0]) for k in range(n)
+        ]
+
+    def _carry_path(
+        self, kin: ArmKinematics, q0: np.ndarray, q1: np.ndarray, hand: np.ndarray
+    ) -> list[np.ndarray] | None:
+        """Collision-free joint waypoints from q0 to q1: straight if that is free, else
+        RRT-Connect and shortcutting."""
+        if self._free(kin, q0, q1, hand):
+            return [q0, q1]
+        from ompl import base as ob
+        from ompl import geometric as og
+        from ompl import util as ou
+
+        ou.setLogLevel(ou.LOG_WARN)
+        space = ob.RealVectorStateSpace(7)
+        bounds = ob.RealVectorBounds(7)
+        for i in range(7):
+            bounds.setLow(i, float(kin.lo[i]))
+            bounds.setHigh(i, float(kin.hi[i]))
+        space.setBounds(bounds)
+        si = ob.SpaceInformation(space)
+        si.setStateValidityChecker(
+            lambda s: not kin.collides(np.array([s[i] for i in range(7)]), hand)
+        )
+        si.setStateValidityCheckingResolution(0.01)
+        si.setup()
+        start, goal = space.allocState(), space.allocState()
+        for i in range(7):
+            start[i], goal[i] = float(q0[i]), float(q1[i])
+        pdef = ob.ProblemDefinition(si)
+        pdef.setStartAndGoalStates(start, goal)
+        planner = og.RRTConnect(si)
+        planner.setProblemDefinition(pdef)
+        planner.setup()
+        if not planner.solve(self.cfg.carry_plan_s) or not pdef.hasExactSolution():
+            return None
+        path = pdef.getSolutionPath()
+        og.PathSimplifier(si).simplifyMax(path)
+        return [
+            np.array([path.getState(k)[i] for i in range(7)]) for k in range(path.getStateCount())
+        ]
+
+    @staticmethod
+    def _free(kin: ArmKinematics, q0: np.ndarray, q1: np.ndarray, hand: np.ndarray) -> bool:
+        n = max(2, int(np.ceil(np.abs(q1 - q0).max() / 0.02)))
+        return not any(kin.collides(q0 + (q1 - q0) * u, hand) for u in np.linspace(0, 1, n))
