@@ -193,8 +193,9 @@ def test_generation_keeps_successes_logs_failures_resumes_and_repeats(
     again = [json.loads(line) for line in (cfg.out / "generation/attempts.jsonl").open()]
     assert [r["attempt"] for r in again] == list(range(len(again)))
 
-    # The same seed in a fresh folder gives the same episodes.
-    gen = Generator(dataclasses.replace(cfg, out=tmp_path / "b", episodes=3))
+    # The same seed in a fresh folder gives the same episodes, with attempts simulated in
+    # two worker processes.
+    gen = Generator(dataclasses.replace(cfg, out=tmp_path / "b", episodes=3, workers=2))
     gen.run()
     gen.close()
     first, second = Dataset(cfg.out), Dataset(tmp_path / "b")

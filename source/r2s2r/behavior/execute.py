@@ -74,7 +74,6 @@ class Executor:
             world=world, task=task, images=False, randomize_appearance=randomize_appearance
         )
         model = self.env.model
-        self.control_steps = 0  # Control steps executed, over all attempts.
         self._arm_geoms = _geoms_of(model, _ARM_BODIES)
         self._fixed_geoms = _geoms_of(model, _FIXED_BODIES)
         # Hand geom -> finger number (1 thumb .. 5), 0 for the palm.
@@ -85,9 +84,12 @@ class Executor:
                 part = body.split("_hand_")[1]
                 self._finger_of[g] = int(part[1]) if part.startswith("f") else 0
 
-    def run(self, instance: TaskInstance, actions: np.ndarray, seed: int) -> Attempt:
+    def run(
+        self, instance: TaskInstance, actions: np.ndarray, seed: int, max_steps: int | None = None
+    ) -> Attempt:
         """Reset to ``instance`` (appearance drawn from ``seed``), apply ``actions`` one per
-        control step (the last one held) until the task is judged or the episode ends."""
+        control step (the last one held) until the task is judged or the episode (or
+        ``max_steps``) ends."""
         env = self.env
         obs, info = env.reset(seed=seed, options=instance.reset_options())
         physics = env.physics
@@ -98,7 +100,7 @@ class Executor:
         obj_geom = env.model.geom(f"obj:{instance.object_name}").id
         rows: dict[str, list[np.ndarray]] = {k: [] for k in ("a", "s", "o", "q", "v")}
         last = len(actions) - 1
-        for j in range(env.cell.max_steps):
+        for j in range(min(env.cell.max_steps, max_steps or env.cell.max_steps)):
             qpos, qvel = physics.state()
             action = actions[min(j, last)]
             rows["s"].append(proprio(obs))
@@ -107,7 +109,6 @@ class Executor:
             rows["v"].append(qvel[0].copy())
             rows["a"].append(action)
             obs, _, terminated, truncated, info = env.step(action)
-            self.control_steps += 1
             if lift_step is None and info["object_pos"][0, 2] - rest_z > LIFT_M:
                 lift_step, touching = j, self._hand_parts_touching(obj_geom)
             collided |= self._arm_hits_cell()

@@ -16,9 +16,13 @@ import json
 import logging
 import os
 import time
-from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections import Counter, deque
+from collections.abc import Callable, Iterator
+from collections.abc import Generator as Stream
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass, field, replace
+from itertools import islice
+from multiprocessing import get_context
 from pathlib import Path
 from typing import Any, Literal
 
@@ -61,6 +65,9 @@ class GenerateCfg:
     max_attempts: int | None = None
     # Camera views of the kept episodes, px (0: no cameras).
     image_size: int = 256
+    # Processes that simulate attempts (1: this one); kept episodes are rendered and saved
+    # here, in attempt order.
+    workers: int = 1
     overrides: Path | None = None
     adapt: AdaptCfg = field(default_factory=AdaptCfg)
     task: str | Path = "pick_sort"
@@ -101,7 +108,7 @@ class Generator:
         self._own = [instance_of(d, self.task, self.world) for d in self.demos]
         self.executor = Executor(self.world, self.task)
         self.planner = (
-            Planner(self.world, self.task, self.executor.env.cell)
+            Planner(self.world, self.task, self.executor.env.cell, trial=self.executor.run)
             if cfg.behavior == "planned"
             else None
         )
@@ -122,27 +129,75 @@ class Generator:
         with DatasetWriter(cfg.out, ds_cfg) as writer:
             done.update(self._saved_but_unlogged(writer, done))
             kept = sum(r["kept"] for r in done.values())
-            i = 0
-            while kept < cfg.episodes and i < limit:
-                if i in done:
-                    i += 1
-                    continue
-                record = self.attempt(i, writer)
-                self._this_run.append(record)
-                self._append_log(record)
-                done[i] = record
-                kept += record["kept"]
-                if progress is not None:
-                    progress(record)
-                i += 1
+            todo = (i for i in range(limit) if i not in done)
+            # Attempts are simulated in order (here or in worker processes) and kept in
+            # order, so the episodes do not depend on the number of workers.
+            results: Stream[tuple[int, dict[str, Any], Attempt | None], None, None]
+            if cfg.workers > 1:
+                results = self._in_workers(todo, cfg.workers)
+            else:
+                results = ((i, *self.simulate(i)) for i in todo)
+            try:
+                for i, record, result in results:
+                    if kept >= cfg.episodes:
+                        break
+                    if result is not None and result.success:
+                        self._keep(writer, i, record, result)
+                    self._this_run.append(record)
+                    self._append_log(record)
+                    done[i] = record
+                    kept += record["kept"]
+                    if progress is not None:
+                        progress(record)
+            finally:
+                results.close()  # Stops the workers' remaining attempts.
         summary = self.summary(list(done.values()), time.perf_counter() - start)
         path = cfg.out / LOG_DIR / "summary.json"
         path.write_text(json.dumps(summary, indent=2) + "\n")
         return summary
 
     def attempt(self, i: int, writer: DatasetWriter | None = None) -> dict[str, Any]:
-        """Attempt ``i``: adapt, execute, and (if it succeeds and a writer is given) render
-        and save it. Returns its log record."""
+        """Attempt ``i``: make its commands, execute them, and (if it succeeds and a writer
+        is given) render and save it. Returns its log record."""
+        record, result = self.simulate(i)
+        if writer is not None and result is not None and result.success:
+            self._keep(writer, i, record, result)
+        return record
+
+    def _keep(self, writer: DatasetWriter, i: int, record: dict[str, Any], result: Attempt) -> None:
+        start = time.perf_counter()
+        self._save(writer, i, record["source_demo"], result)
+        record["kept"] = True
+        record["seconds"]["render_and_save"] = time.perf_counter() - start
+
+    def _in_workers(
+        self, indices: Iterator[int], workers: int
+    ) -> Stream[tuple[int, dict[str, Any], Attempt | None], None, None]:
+        """``simulate`` for each index in worker processes, yielded in index order, with a
+        few attempts in flight per worker."""
+        pool = ProcessPoolExecutor(
+            workers,
+            mp_context=get_context("spawn"),
+            initializer=_start_worker,
+            initargs=(self.cfg,),
+        )
+        try:
+            window: deque[tuple[int, Future[Any]]] = deque()
+            for i in islice(indices, 2 * workers):
+                window.append((i, pool.submit(_simulate, i)))
+            while window:
+                i, future = window.popleft()
+                record, result = future.result()
+                nxt = next(indices, None)
+                if nxt is not None:
+                    window.append((nxt, pool.submit(_simulate, nxt)))
+                yield i, record, result
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def simulate(self, i: int) -> tuple[dict[str, Any], Attempt | None]:
+        """Attempt ``i`` without saving: its log record and, if it was executed, what
+        happened."""
         rng = np.random.default_rng([self.cfg.seed, i])
         instance = draw_instance(self.task, rng, self.objects)
         check_instance(self.task, self.world, instance)
@@ -156,7 +211,6 @@ class Generator:
         }
         t0 = time.perf_counter()
         making = "plan" if self.planner is not None else "adapt"
-        demo = None
         try:
             if self.planner is not None:
                 actions = self.planner.plan(instance).actions
@@ -168,18 +222,15 @@ class Generator:
             record["reason"] = "unreachable" if isinstance(err, AdaptError) else "planner_failure"
             record["detail"] = str(err)
             record["seconds"][making] = time.perf_counter() - t0
-            return record
+            return record, None
         t1 = time.perf_counter()
         result = self.executor.run(instance, actions, seed=self._env_seed(i))
         t2 = time.perf_counter()
         record["seconds"] = {making: t1 - t0, "physics": t2 - t1}
+        record["steps"] = len(result.actions)
         record["reason"] = result.reason
         record["stats"] = episode_stats(result, self._fps)
-        if result.success and writer is not None:
-            self._save(writer, i, demo, result)
-            record["kept"] = True
-            record["seconds"]["render_and_save"] = time.perf_counter() - t2
-        return record
+        return record, result
 
     def choose(self, instance: TaskInstance, rng: np.random.Generator) -> SourceDemo:
         """The source demo for ``instance``: one handling the same object, at random or the
@@ -207,9 +258,7 @@ class Generator:
     def _env_seed(self, i: int) -> int:
         return int(np.random.default_rng([self.cfg.seed, i, 1]).integers(2**31))
 
-    def _save(
-        self, writer: DatasetWriter, i: int, demo: SourceDemo | None, result: Attempt
-    ) -> None:
+    def _save(self, writer: DatasetWriter, i: int, demo: str | None, result: Attempt) -> None:
         views = self.renderer.render(result, self._env_seed(i)) if self.renderer is not None else {}
         for k in range(len(result.actions)):
             images = {c: v[k] for c, v in views.items()}
@@ -219,7 +268,7 @@ class Generator:
         meta = {
             "world": self.world_name,
             "behavior": self.cfg.behavior,
-            "source_demo": None if demo is None else demo.name,
+            "source_demo": demo,
             "belt_speed": result.instance.belt_speed,
             "object_ids": [result.instance.object_name],
             "seed": i,
@@ -276,8 +325,9 @@ class Generator:
         stats = [r["stats"] for r in kept if "stats" in r]
         # Physics steps per second while executing attempts (this run), against raw mj_step.
         ex = self.executor
-        physics_s = sum(r.get("seconds", {}).get("physics", 0.0) for r in self._this_run)
-        ours = ex.control_steps * ex.env.cell.nsub / physics_s if physics_s else 0.0
+        physics_s = sum(r["seconds"].get("physics", 0.0) for r in self._this_run)
+        steps = sum(r.get("steps", 0) for r in self._this_run) * ex.env.cell.nsub
+        ours = steps / physics_s if physics_s else 0.0
         raw = ex.raw_steps_per_s(0.5) if ours else 0.0
         return {
             "world": self.world_name,
@@ -304,6 +354,22 @@ class Generator:
         self.executor.close()
         if self.renderer is not None:
             self.renderer.close()
+
+
+# --------------------------------------------------------------- worker processes
+_WORKER: Generator | None = None
+
+
+def _start_worker(cfg: GenerateCfg) -> None:
+    """A worker's own generator (it simulates; it neither renders nor writes)."""
+    global _WORKER
+    logging.getLogger("r2s2r.generate").setLevel(logging.ERROR)
+    _WORKER = Generator(replace(cfg, image_size=0, workers=1))
+
+
+def _simulate(i: int) -> tuple[dict[str, Any], Attempt | None]:
+    assert _WORKER is not None
+    return _WORKER.simulate(i)
 
 
 # --------------------------------------------------------------- behavior statistics

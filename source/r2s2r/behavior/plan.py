@@ -22,11 +22,15 @@ Cartesian controller's interface, as in real data) at the control rate.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 from scipy.spatial.transform import Rotation
 
+from r2s2r.behavior.adapt import symmetry_period
 from r2s2r.behavior.instance import TaskInstance, object_pose_on_belt
 from r2s2r.behavior.kinematics import ArmKinematics
 from r2s2r.rig.human import min_jerk
@@ -67,6 +71,9 @@ class PlannerCfg:
     # the object, nearest first.
     meet_offsets_m: tuple[float, ...] = (-0.1, 0.0, -0.2, 0.1, -0.3)
     carry_plan_s: float = 1.0  # RRT-Connect time budget.
+    # A grasp trial: how long the lifted object must stay in the hand (the belt runs at the
+    # middle of the task's speed range).
+    trial_hold_s: float = 0.6
 
 
 @dataclass(frozen=True)
@@ -102,12 +109,25 @@ def _fingers(yaw: float) -> np.ndarray:
 
 
 class Planner:
-    """Plans episodes in one world (CPU: our IK, OMPL, ruckig)."""
+    """Plans episodes in one world (CPU: our IK, OMPL, ruckig).
+
+    With ``trial`` (runs commands for an instance in simulation, e.g. ``Executor.run``),
+    each grasp is first tried on its own: the object on the belt straight across from
+    the arm, the grasp planned, closed and lifted. Grasps that do not hold the object are
+    rejected; the verdict is kept per object, closure and turn relative to the object.
+    """
 
     def __init__(
-        self, world: WorldSpec, task: TaskSpec, cell: Cell, cfg: PlannerCfg = PlannerCfg()
+        self,
+        world: WorldSpec,
+        task: TaskSpec,
+        cell: Cell,
+        cfg: PlannerCfg = PlannerCfg(),
+        trial: Callable[..., Any] | None = None,
     ):
         self.world, self.task, self.cfg = world, task, cfg
+        self.trial = trial
+        self.verdicts: dict[tuple[str, str, int, int], bool] = {}
         self.fps = int(round(task.control_hz))
         self.dt = 1.0 / self.fps
         home = cell._home_qpos
@@ -165,6 +185,8 @@ class Planner:
                 continue
             centre = object_pose_on_belt(self.task, self.world, instance, np.array([t_grasp]))[0]
             for grasp in grasps:
+                if not self._holds(instance, grasp):
+                    continue
                 tried += 1
                 plan = self._try(side, kin, instance, grasp, centre[:3], velocity, t_grasp)
                 if plan is not None:
@@ -173,6 +195,43 @@ class Planner:
             f"no collision-free route for the {instance.object_name} "
             f"({tried} grasp and meeting-point pairs tried)"
         )
+
+    def _holds(self, instance: TaskInstance, grasp: Grasp) -> bool:
+        """Whether ``grasp`` lifts and holds the object in a trial (always, without one)."""
+        if self.trial is None:
+            return True
+        # The grasp's turn relative to the object, in 15-degree steps, under its symmetry.
+        heading = np.radians(self.world.layout.belt.yaw_deg)
+        relative = grasp.yaw - (heading + instance.yaw)
+        period = symmetry_period(self.task, instance.object_name)
+        step = int(round((relative % period if period else 0.0) / np.radians(15.0))) % 24
+        key = (instance.object_name, grasp.kind, int(round(np.degrees(grasp.yaw))), step)
+        if key not in self.verdicts:
+            # The same trial for every instance with this key: the object turned by exactly
+            # the key's steps from the hand, straight across from the arm.
+            yaw = grasp.yaw - heading - step * np.radians(15.0)
+            speed = float(np.mean(self.task.belt.speed_range))
+            probe = replace(instance, lateral=0.0, yaw=float(yaw), belt_speed=speed)
+            self.verdicts[key] = self._trial(probe, grasp)
+        return self.verdicts[key]
+
+    def _trial(self, probe: TaskInstance, grasp: Grasp) -> bool:
+        assert self.trial is not None
+        only = copy.copy(self)
+        only.cfg = replace(self.cfg, yaws_deg=(float(np.degrees(grasp.yaw)),))
+        only.trial = None
+        try:
+            plan = only.plan(probe)
+        except PlanError:
+            return False
+        if plan.grasp.kind != grasp.kind:
+            return False
+        lift_end = max(k for k, p in enumerate(plan.phases) if p == "lift")
+        hold = int(round(self.cfg.trial_hold_s * self.fps))
+        actions = plan.actions[: lift_end + 1]
+        result = self.trial(probe, actions, seed=0, max_steps=lift_end + hold)
+        rest = result.objects[0, 2]
+        return bool(result.lift_step is not None and result.objects[-1, 2] - rest > 0.05)
 
     def _try(
         self,

@@ -52,6 +52,9 @@ def generate(
     overrides: Annotated[
         Path | None, typer.Option("--segments", help="YAML of subtask starts per source episode")
     ] = None,
+    workers: Annotated[
+        int, typer.Option("--workers", min=1, help="processes simulating attempts")
+    ] = 1,
     as_json: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
 ) -> None:
     """Make commands for new task instances (adapted real demonstrations, or synthesized
@@ -74,6 +77,7 @@ def generate(
         max_attempts=max_attempts,
         image_size=image_size,
         overrides=overrides,
+        workers=workers,
     )
     gen = Generator(cfg)
     counts = {"kept": 0, "attempts": 0}
