@@ -193,6 +193,11 @@ def test_generation_keeps_successes_logs_failures_resumes_and_repeats(
     again = [json.loads(line) for line in (cfg.out / "generation/attempts.jsonl").open()]
     assert [r["attempt"] for r in again] == list(range(len(again)))
 
+    # Continuing with other arguments is refused, and nothing is written.
+    with pytest.raises(ValueError, match=r"other arguments \(seed: 7 -> 8\)"):
+        Generator(dataclasses.replace(cfg, seed=8)).run()
+    assert Dataset(cfg.out).num_episodes == 3
+
     # The same seed in a fresh folder gives the same episodes, with attempts simulated in
     # two worker processes.
     gen = Generator(dataclasses.replace(cfg, out=tmp_path / "b", episodes=3, workers=2))

@@ -12,6 +12,7 @@ the same seed gives the same episodes.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -123,10 +124,11 @@ class Generator:
         cfg = self.cfg
         cams = tuple(CameraCfg(c, cfg.image_size, cfg.image_size) for c in CAMERA_NAMES)
         ds_cfg = DatasetCfg(cameras=cams if cfg.image_size else (), env_state=True)
-        done = self._logged()
         limit = cfg.max_attempts or 20 * cfg.episodes
         start = time.perf_counter()
         with DatasetWriter(cfg.out, ds_cfg) as writer:
+            self._check_job()
+            done = self._logged()
             done.update(self._saved_but_unlogged(writer, done))
             kept = sum(r["kept"] for r in done.values())
             todo = (i for i in range(limit) if i not in done)
@@ -138,9 +140,7 @@ class Generator:
             else:
                 results = ((i, *self.simulate(i)) for i in todo)
             try:
-                for i, record, result in results:
-                    if kept >= cfg.episodes:
-                        break
+                for i, record, result in results if kept < cfg.episodes else ():
                     if result is not None and result.success:
                         self._keep(writer, i, record, result)
                     self._this_run.append(record)
@@ -149,6 +149,8 @@ class Generator:
                     kept += record["kept"]
                     if progress is not None:
                         progress(record)
+                    if kept >= cfg.episodes:
+                        break
             finally:
                 results.close()  # Stops the workers' remaining attempts.
         summary = self.summary(list(done.values()), time.perf_counter() - start)
@@ -274,6 +276,37 @@ class Generator:
             "seed": i,
         }
         writer.save_episode(result.instruction, True, meta)
+
+    def _job(self) -> dict[str, Any]:
+        """What decides a job's attempts: continuing it must not change any of these."""
+        cfg = self.cfg
+        return {
+            "behavior": cfg.behavior,
+            "world": str(cfg.world),
+            "seed": cfg.seed,
+            "select": cfg.select,
+            "source": None if cfg.source is None else str(Path(cfg.source).resolve()),
+            "task": str(cfg.task),
+            "image_size": cfg.image_size,
+            "adapt": dataclasses.asdict(cfg.adapt),
+        }
+
+    def _check_job(self) -> None:
+        """Refuse to continue a job in ``out`` that was started with other arguments."""
+        path = self.cfg.out / LOG_DIR / "job.json"
+        job = self._job()
+        if path.is_file():
+            before = json.loads(path.read_text())
+            changed = sorted(k for k in job if before.get(k) != job[k])
+            if changed:
+                detail = ", ".join(f"{k}: {before.get(k)!r} -> {job[k]!r}" for k in changed)
+                raise ValueError(
+                    f"{self.cfg.out} holds a generation job started with other arguments "
+                    f"({detail}); continue it with the same ones or choose another --out"
+                )
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(job, indent=2) + "\n")
 
     def _logged(self) -> dict[int, dict[str, Any]]:
         if not self.log_path.is_file():
