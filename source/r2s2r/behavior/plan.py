@@ -34,9 +34,9 @@ from r2s2r.behavior.adapt import symmetry_period
 from r2s2r.behavior.instance import TaskInstance, object_pose_on_belt
 from r2s2r.behavior.kinematics import ArmKinematics
 from r2s2r.rig.human import min_jerk
-from r2s2r.rig.operator import CLAW_OPEN, CLAW_SHUT, FLAT_GRASP, POWER_GRASP, PRESHAPE, RELAXED
 from r2s2r.rig.teleop import teleop_arm
 from r2s2r.sim.cell import ACTION_PER_ARM, Cell
+from r2s2r.sim.closures import CLAW_OPEN, CLAW_SHUT, FLAT_GRASP, POWER_GRASP, PRESHAPE, RELAXED
 from r2s2r.sim.scene import PALM_DOWN
 from r2s2r.spec import TaskSpec, WorldSpec
 from r2s2r.spec.world import ARM_SIDES

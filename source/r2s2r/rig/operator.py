@@ -27,26 +27,19 @@ from r2s2r.rig.human import Eyes, Segment, Style, TwinEyes, blend, min_jerk
 from r2s2r.rig.interfaces import HandKeypoints
 from r2s2r.rig.retarget import HandKinematics
 from r2s2r.rig.teleop import HUMAN_HAND_SCALE, TrackerCalibration
+from r2s2r.sim.closures import (
+    CLAW_OPEN,
+    CLAW_SHUT,
+    FLAT_GRASP,
+    POWER_GRASP,
+    PRESHAPE,
+    RELAXED,
+)
 from r2s2r.sim.scene import PALM_DOWN
 from r2s2r.spec import TaskSpec, WorldSpec
 
 # TwinEyes is the operator's view of the twin; importers find it here with the operator.
 __all__ = ["Eyes", "ScriptedOperator", "TwinEyes"]
-
-# Hand postures (20 joints, thumb first): relaxed open, pre-shaped, power grasp, and the
-# power grasp for flat objects, whose thumb closes only half way.
-RELAXED = np.array([0.3, 0.1, 0.1, 0.05] + [0.0, 0.1, 0.1, 0.05] * 4)
-PRESHAPE = np.array([0.0, 0.0, 0.0, 0.0] + [0.0, 0.05, 0.0, 0.0] * 4)
-POWER_GRASP = np.array([1.3, 0.7, 0.6, 0.5] + [0.0, 1.4, 1.2, 0.9] * 4)
-FLAT_GRASP = np.concatenate([[0.6, 0.2, 0.2, 0.2], POWER_GRASP[4:]])
-
-# The claw for low objects: the thumb tucked under the palm, its tip 7 cm behind the
-# knuckles and 4.5 cm below them, and the fingers hooked at the middle and end joints with
-# straight knuckles, their tips 7 cm beyond the knuckles; closing then bends only the
-# knuckles, sweeping the hooked tips down and back towards the thumb, which pinches anything
-# up to 11 cm long between them.
-CLAW_OPEN = np.array([1.2, 0.6, 1.0, 1.4] + [0.0, 0.0, 0.7, 0.5] * 4)
-CLAW_SHUT = np.array([1.3, 0.6, 1.0, 1.4] + [0.0, 1.0, 0.7, 0.5] * 4)
 
 
 class ScriptedOperator:

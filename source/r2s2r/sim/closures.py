@@ -1,0 +1,24 @@
+"""The Wuji hand's postures for grasping (20 joint targets, thumb first, four joints per
+finger from the knuckle's sideways joint out): what the scripted operator forms with its own
+hand and what the planner commands.
+
+- ``RELAXED``: open and at rest; ``PRESHAPE``: flat and open, before a power grasp.
+- ``POWER_GRASP``: fingers wrapped, thumb opposed; ``FLAT_GRASP``: the same with the thumb
+  closed only half way (a fully flexed thumb reaches the belt under a flat object first).
+- ``CLAW_OPEN`` / ``CLAW_SHUT``: for low objects. The thumb is tucked under the palm, its tip
+  7 cm behind the knuckles and 4.5 cm below them; the fingers are hooked at the middle and
+  end joints with straight knuckles, their tips 7 cm beyond the knuckles. Closing bends only
+  the knuckles, sweeping the hooked tips down and back towards the thumb, which pinches
+  anything up to 11 cm long between them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+RELAXED = np.array([0.3, 0.1, 0.1, 0.05] + [0.0, 0.1, 0.1, 0.05] * 4)
+PRESHAPE = np.array([0.0, 0.0, 0.0, 0.0] + [0.0, 0.05, 0.0, 0.0] * 4)
+POWER_GRASP = np.array([1.3, 0.7, 0.6, 0.5] + [0.0, 1.4, 1.2, 0.9] * 4)
+FLAT_GRASP = np.concatenate([[0.6, 0.2, 0.2, 0.2], POWER_GRASP[4:]])
+CLAW_OPEN = np.array([1.2, 0.6, 1.0, 1.4] + [0.0, 0.0, 0.7, 0.5] * 4)
+CLAW_SHUT = np.array([1.3, 0.6, 1.0, 1.4] + [0.0, 1.0, 0.7, 0.5] * 4)
