@@ -339,3 +339,36 @@ def test_planner_failure_is_a_clear_reason(task: TaskSpec, tmp_path: Path) -> No
     summary = gen.run()
     gen.close()
     assert summary["kept"] == 0 and summary["failures"]["planner_failure"] == 2
+
+
+def test_instances_scale_objects_in_the_simulation_and_the_grasp_with_them(
+    demos: list[SourceDemo], task: TaskSpec
+) -> None:
+    world = load_world("nominal")
+    env = PickSortEnv(world=world, task=task, images=False)
+    can = next(o for o in task.all_objects if o.name == "green_can")
+    geom = env.model.geom("obj:green_can").id
+    big = TaskInstance("green_can", 0.0, 0.0, 0.08, scale=1.1)
+    _, info = env.reset(seed=0, options=big.reset_options())
+    np.testing.assert_allclose(env.model.geom_size[geom, :2], np.array(can.size) * 1.1)
+    belt_top = world.layout.belt.pos[2]  # The belt surface.
+    assert info["object_pos"][0, 2] - belt_top == pytest.approx(can.rest_height * 1.1, abs=3e-3)
+    env.reset(seed=0, options=dataclasses.replace(big, scale=1.0).reset_options())
+    np.testing.assert_allclose(env.model.geom_size[geom, :2], can.size)  # Back to spec size.
+    env.close()
+    with pytest.raises(ValueError, match="outside the task's size_scale"):
+        check_instance(task, world, dataclasses.replace(big, scale=1.5))
+
+    # Adapted to a larger can, the hand keeps its place relative to the can's size.
+    demo = demos[2]
+    truth = truth_world(demo)
+    own = instance_of(demo, task, truth)
+    larger = dataclasses.replace(own, scale=1.1)
+    base, grown = adapt(demo, own, task, truth), adapt(demo, larger, task, truth)
+    g0 = demo.starts["grasp"]
+    centre = object_pose_on_belt(task, truth, own, np.array([g0 / demo.fps]))[0, :3]
+    centre_big = object_pose_on_belt(task, truth, larger, np.array([g0 / demo.fps]))[0, :3]
+    arm = slice(demo.arm * ARM, demo.arm * ARM + 3)
+    np.testing.assert_allclose(
+        grown[g0, arm] - centre_big, 1.1 * (base[g0, arm] - centre), atol=1e-6
+    )

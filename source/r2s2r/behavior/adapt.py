@@ -47,6 +47,8 @@ class AdaptCfg:
     blend_s: float = 0.8
     # The fastest the approach may be compressed to, as a share of the demo's.
     min_approach_share: float = 0.5
+    # The most the hand is turned (about the vertical) to follow the object's turn.
+    max_turn_deg: float = 30.0
 
 
 def symmetry_period(task: TaskSpec, object_name: str) -> float:
@@ -159,13 +161,19 @@ def adapt(
     new_pos = object_pose_on_belt(task, world, instance, np.minimum(t_new, j_hold / fps))[:, :3]
     period = symmetry_period(task, instance.object_name)
     new_yaw = yaw_of(object_pose_on_belt(task, world, instance, np.zeros(1))[0, 3:])
-    turn = Rotation.from_euler("z", equivalent_turn(new_yaw - yaw_of(src_grasp[3:]), period))
+    delta = equivalent_turn(new_yaw - yaw_of(src_grasp[3:]), period)
+    # The hand turns with the object only as far as the wrist comfortably goes; the wide
+    # grasps (claw, power wrap) still span a box turned further.
+    limit = np.radians(cfg.max_turn_deg)
+    turn = Rotation.from_euler("z", float(np.clip(delta, -limit, limit)))
 
     arm = demo.arm
     a = slice(arm * ACTION_PER_ARM, arm * ACTION_PER_ARM + 7)
     src = demo.actions[ki]
     src_p, src_r = src[:, a][:, :3], Rotation.from_quat(src[:, a][:, 3:], scalar_first=True)
-    rel_p = new_pos + turn.apply(src_p - src_pos)
+    # The hand's place relative to the object grows with it (the demo's object has its spec
+    # size).
+    rel_p = new_pos + turn.apply((src_p - src_pos) * instance.scale)
     rel_r = turn * src_r
 
     # Approach: from the demo's own targets (home) to the object-relative ones; grasp:

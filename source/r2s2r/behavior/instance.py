@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-from r2s2r.spec import TaskSpec, WorldSpec
+from r2s2r.spec import ObjectSpec, TaskSpec, WorldSpec
 
 
 @dataclass(frozen=True)
@@ -26,12 +26,15 @@ class TaskInstance:
     lateral: float
     yaw: float
     belt_speed: float  # m/s
+    # The object's size as a factor of its spec size (uniform scaling).
+    scale: float = 1.0
 
     def reset_options(self) -> dict[str, Any]:
         """The env's ``reset(options=...)`` that starts this instance."""
         return {
             "objects": [self.object_name],
             "spawn": (self.belt_speed, np.array([self.lateral]), np.array([self.yaw])),
+            "scales": np.array([self.scale]),
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -45,12 +48,21 @@ def draw_instance(
     ``objects`` (default: all of the task's objects)."""
     names = objects or [o.name for o in task.objects]
     spawn, belt = task.spawn, task.belt
-    return TaskInstance(
-        object_name=str(names[rng.integers(len(names))]),
-        lateral=float(rng.uniform(-1.0, 1.0) * spawn.lateral_jitter),
-        yaw=float(rng.uniform(-np.pi, np.pi)) if spawn.random_yaw else 0.0,
-        belt_speed=float(rng.uniform(*belt.speed_range)),
-    )
+    name = str(names[rng.integers(len(names))])
+    lateral = float(rng.uniform(-1.0, 1.0) * spawn.lateral_jitter)
+    yaw = float(rng.uniform(-np.pi, np.pi)) if spawn.random_yaw else 0.0
+    speed = float(rng.uniform(*belt.speed_range))
+    lo, hi = spawn.size_scale
+    scale = float(rng.uniform(lo, hi)) if hi > lo else lo
+    return TaskInstance(name, lateral, yaw, speed, scale)
+
+
+def scaled_object(task: TaskSpec, instance: TaskInstance) -> ObjectSpec:
+    """The instance's object at the instance's size."""
+    obj = next(o for o in task.all_objects if o.name == instance.object_name)
+    if instance.scale == 1.0:
+        return obj
+    return obj.model_copy(update={"size": tuple(v * instance.scale for v in obj.size)})
 
 
 def check_instance(task: TaskSpec, world: WorldSpec, instance: TaskInstance) -> None:
@@ -59,7 +71,13 @@ def check_instance(task: TaskSpec, world: WorldSpec, instance: TaskInstance) -> 
     names = [o.name for o in task.all_objects]
     if instance.object_name not in names:
         raise ValueError(f"task instance: unknown object {instance.object_name!r}; known: {names}")
-    obj = next(o for o in task.all_objects if o.name == instance.object_name)
+    obj = scaled_object(task, instance)
+    lo, hi = task.spawn.size_scale
+    if not lo - 1e-9 <= instance.scale <= hi + 1e-9 and instance.scale != 1.0:
+        raise ValueError(
+            f"task instance: object scale {instance.scale} outside the task's size_scale "
+            f"[{lo}, {hi}]"
+        )
     half_width = world.layout.belt.width / 2
     if obj.shape in ("box", "ellipsoid"):
         reach = abs(instance.lateral) + float(np.hypot(obj.size[0], obj.size[1]))
@@ -84,7 +102,7 @@ def object_pose_on_belt(
     """Where the belt carries the instance's object at times ``t`` (s) after the episode
     starts, if nothing touches it: poses (len(t), 7) in the cell frame."""
     belt = world.layout.belt
-    obj = next(o for o in task.all_objects if o.name == instance.object_name)
+    obj = scaled_object(task, instance)
     heading = Rotation.from_euler("z", belt.yaw_deg, degrees=True)
     t = np.atleast_1d(np.asarray(t, dtype=float))
     along = -belt.length / 2 + task.spawn.upstream_offset + instance.belt_speed * t

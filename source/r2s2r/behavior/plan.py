@@ -31,7 +31,7 @@ import numpy as np
 from scipy.spatial.transform import Rotation
 
 from r2s2r.behavior.adapt import symmetry_period
-from r2s2r.behavior.instance import TaskInstance, object_pose_on_belt
+from r2s2r.behavior.instance import TaskInstance, object_pose_on_belt, scaled_object
 from r2s2r.behavior.kinematics import ArmKinematics
 from r2s2r.rig.human import min_jerk
 from r2s2r.rig.teleop import teleop_arm
@@ -127,7 +127,7 @@ class Planner:
     ):
         self.world, self.task, self.cfg = world, task, cfg
         self.trial = trial
-        self.verdicts: dict[tuple[str, str, int, int], bool] = {}
+        self.verdicts: dict[tuple[str, str, int, int, int], bool] = {}
         self.fps = int(round(task.control_hz))
         self.dt = 1.0 / self.fps
         home = cell._home_qpos
@@ -139,7 +139,7 @@ class Planner:
     def proposals(self, instance: TaskInstance) -> list[Grasp]:
         """Grasps for the instance's object, best first: each closure that fits the side the
         hand spans, at each turn the planner tries, the narrowest span first."""
-        obj = next(o for o in self.task.all_objects if o.name == instance.object_name)
+        obj = scaled_object(self.task, instance)
         heading = np.radians(self.world.layout.belt.yaw_deg)
         axes = Rotation.from_euler("z", heading + instance.yaw).as_matrix()
         out = []
@@ -205,13 +205,17 @@ class Planner:
         relative = grasp.yaw - (heading + instance.yaw)
         period = symmetry_period(self.task, instance.object_name)
         step = int(round((relative % period if period else 0.0) / np.radians(15.0))) % 24
-        key = (instance.object_name, grasp.kind, int(round(np.degrees(grasp.yaw))), step)
+        size = int(round(instance.scale / 0.05))  # In steps of 5 %.
+        key = (instance.object_name, grasp.kind, int(round(np.degrees(grasp.yaw))), step, size)
         if key not in self.verdicts:
             # The same trial for every instance with this key: the object turned by exactly
-            # the key's steps from the hand, straight across from the arm.
+            # the key's steps from the hand and scaled to the key's size, straight across
+            # from the arm.
             yaw = grasp.yaw - heading - step * np.radians(15.0)
             speed = float(np.mean(self.task.belt.speed_range))
-            probe = replace(instance, lateral=0.0, yaw=float(yaw), belt_speed=speed)
+            probe = replace(
+                instance, lateral=0.0, yaw=float(yaw), belt_speed=speed, scale=size * 0.05
+            )
             self.verdicts[key] = self._trial(probe, grasp)
         return self.verdicts[key]
 

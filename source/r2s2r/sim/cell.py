@@ -147,6 +147,9 @@ class Cell:
         self.spawn_time = task.spawn.first_at_s + task.spawn.interval_s * np.arange(s)
         self.spawn_xy = np.zeros((self.n, s, 2))
         self.spawn_yaw = np.zeros((self.n, s))
+        # Per spawn slot, the factor its object is scaled by (1: its spec size).
+        self.scale = np.ones((self.n, s))
+        self._geometry = _ObjectGeometry.of(scene.model, self.objects)
         self.spawned = np.zeros((self.n, s), dtype=bool)
         self.status = np.zeros((self.n, s), dtype=int)
         self.belt_speed = np.zeros(self.n)
@@ -179,12 +182,15 @@ class Cell:
         rngs: list[np.random.Generator],
         objects: list[str] | None = None,
         spawn: tuple[float, np.ndarray, np.ndarray] | None = None,
+        scales: np.ndarray | None = None,
     ) -> None:
         """Start new episodes in ``worlds`` (indices), each drawn from its own generator.
 
         ``objects`` names the objects to spawn (one per spawn slot, in every reset world)
         instead of drawing them from the condition's pool; ``spawn`` (belt speed, lateral
-        offsets (S,), yaws (S,)) replaces the drawn belt speed and spawn poses likewise.
+        offsets (S,), yaws (S,)) replaces the drawn belt speed and spawn poses likewise;
+        ``scales`` (S,) scales each slot's object uniformly (size, mass and inertia), which
+        only a one-world CPU backend can do, since it changes the model.
         """
         task = self.scene.task
         belt = task.belt
@@ -214,6 +220,7 @@ class Cell:
             self.belt_speed[worlds] = speed
             self.spawn_xy[worlds, :, 1] = lateral
             self.spawn_yaw[worlds] = yaw
+        self._scale_objects(worlds, scales)
         k = len(worlds)
         self.spawned[worlds] = False
         self.status[worlds] = PENDING
@@ -279,6 +286,25 @@ class Cell:
         self._spawn_due(self._all_worlds)
         self._judge()
 
+    def _scale_objects(self, worlds: np.ndarray, scales: np.ndarray | None) -> None:
+        """Give the reset worlds' objects their sizes: ``scales`` per spawn slot, or the spec
+        sizes (undoing an earlier episode's scaling)."""
+        want = np.ones(self.scale.shape[1]) if scales is None else np.asarray(scales, float)
+        if want.shape != (self.scale.shape[1],) or not (want > 0).all():
+            raise ValueError(
+                f"scales: expected {self.scale.shape[1]} positive factors, got {scales}"
+            )
+        if np.allclose(want, 1.0) and np.allclose(self.scale[worlds], 1.0):
+            return
+        model = self.scene.model
+        if self.n != 1 or getattr(self.physics, "model", None) is not model:
+            raise ValueError(
+                "scales: scaling objects changes the model, which only a one-world MuJoCo "
+                "(CPU) backend can do"
+            )
+        self.scale[worlds] = want
+        self._geometry.apply(model, {int(o): s for o, s in zip(self.chosen[0], want, strict=True)})
+
     def set_belt_speed(self, worlds: np.ndarray, speed: float | np.ndarray) -> None:
         """Command the belt's speed (m/s) in ``worlds`` from the next step on."""
         self.belt_speed[worlds] = speed
@@ -333,7 +359,8 @@ class Cell:
         obj = self.objects[self.chosen[w, slot]]
         heading = Rotation.from_euler("z", belt.yaw_deg, degrees=True)
         along, across = self.spawn_xy[w, slot]
-        local = np.array([-belt.length / 2 + along, across, obj.rest_height + 0.002])
+        height = obj.rest_height * self.scale[w, slot]
+        local = np.array([-belt.length / 2 + along, across, height + 0.002])
         pos = np.asarray(belt.pos) + heading.apply(local)
         rot = heading * Rotation.from_euler("z", self.spawn_yaw[w, slot])
         vel = np.zeros(6)
@@ -400,6 +427,45 @@ class Cell:
         return task.instruction.format(
             object=obj.name.replace("_", " "), bin=task.bin_for(obj).name
         )
+
+
+@dataclass(frozen=True)
+class _ObjectGeometry:
+    """The objects' spec geometry and inertia, to scale objects from and back to."""
+
+    geoms: np.ndarray  # (K,) geom id per object
+    bodies: np.ndarray  # (K,) body id per object
+    size: np.ndarray
+    rbound: np.ndarray
+    aabb: np.ndarray
+    mass: np.ndarray
+    inertia: np.ndarray
+
+    @classmethod
+    def of(cls, model: mujoco.MjModel, objects: tuple) -> _ObjectGeometry:
+        geoms = np.array([model.geom(f"obj:{o.name}").id for o in objects])
+        bodies = model.geom_bodyid[geoms]
+        return cls(
+            geoms,
+            bodies,
+            model.geom_size[geoms].copy(),
+            model.geom_rbound[geoms].copy(),
+            model.geom_aabb[geoms].copy(),
+            model.body_mass[bodies].copy(),
+            model.body_inertia[bodies].copy(),
+        )
+
+    def apply(self, model: mujoco.MjModel, scales: dict[int, float]) -> None:
+        """Objects at their spec sizes, except those in ``scales`` (object index -> factor):
+        size and bounds by the factor, mass by its cube, inertia by its fifth power."""
+        s = np.ones(len(self.geoms))
+        for index, factor in scales.items():
+            s[index] = factor
+        model.geom_size[self.geoms] = self.size * s[:, None]
+        model.geom_rbound[self.geoms] = self.rbound * s
+        model.geom_aabb[self.geoms] = self.aabb * s[:, None]
+        model.body_mass[self.bodies] = self.mass * s**3
+        model.body_inertia[self.bodies] = self.inertia * s[:, None] ** 5
 
 
 @dataclass(frozen=True)

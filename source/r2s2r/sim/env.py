@@ -109,15 +109,23 @@ class PickSortEnv(gym.Env[dict[str, Any], np.ndarray]):
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, Any], dict[str, Any]]:
         """Start an episode. ``options`` may fix what is otherwise drawn: ``objects`` (one
-        name per spawn slot) and ``spawn`` (belt speed, lateral offsets, yaws; see
-        ``Cell.reset``)."""
+        name per spawn slot), ``spawn`` (belt speed, lateral offsets, yaws) and ``scales``
+        (a size factor per spawn slot); see ``Cell.reset``."""
         super().reset(seed=seed)
         cell = self.cell
         opts = options or {}
-        unknown = set(opts) - {"objects", "spawn"}
+        unknown = set(opts) - {"objects", "spawn", "scales"}
         if unknown:
-            raise ValueError(f"reset options: unknown {sorted(unknown)}; known: objects, spawn")
-        cell.reset(np.array([0]), [self.np_random], opts.get("objects"), opts.get("spawn"))
+            raise ValueError(
+                f"reset options: unknown {sorted(unknown)}; known: objects, spawn, scales"
+            )
+        cell.reset(
+            np.array([0]),
+            [self.np_random],
+            opts.get("objects"),
+            opts.get("spawn"),
+            opts.get("scales"),
+        )
         self.appearance.draw(self.np_random)
         self.appearance.apply(self.scene.model, 0)
         chosen = cell.chosen[0]

@@ -84,6 +84,17 @@ class SpawnSpec(Spec):
     upstream_offset: NonNeg = 0.1
     lateral_jitter: NonNeg = 0.05
     random_yaw: bool = True
+    # Generated episodes scale each object uniformly by a factor drawn from this range. The
+    # cell's own episodes (the env, the twin) present objects at their spec sizes, as the
+    # real objects are.
+    size_scale: tuple[Pos, Pos] = (1.0, 1.0)
+
+    @model_validator(mode="after")
+    def _check_scale(self) -> SpawnSpec:
+        lo, hi = self.size_scale
+        if lo > hi:
+            raise ValueError(f"size_scale: expected [low, high] with low <= high, got {[lo, hi]}")
+        return self
 
 
 class SuccessSpec(Spec):
