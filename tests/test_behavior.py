@@ -6,6 +6,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +24,15 @@ from r2s2r.behavior.generate import GenerateCfg, Generator
 from r2s2r.behavior.instance import TaskInstance, check_instance, object_pose_on_belt
 from r2s2r.behavior.plan import PlanError, Planner, PlannerCfg
 from r2s2r.cli import app
-from r2s2r.data import ACTION_DIM, STATE_DIM, Dataset, DatasetCfg, DatasetError, DatasetWriter
+from r2s2r.data import (
+    ACTION_DIM,
+    STATE_DIM,
+    Dataset,
+    DatasetCfg,
+    DatasetError,
+    DatasetWriter,
+    verify,
+)
 from r2s2r.rig.operator import ScriptedOperator, TwinEyes
 from r2s2r.rig.record import Recorder
 from r2s2r.rig.safety import SafetySupervisor
@@ -372,3 +385,39 @@ def test_instances_scale_objects_in_the_simulation_and_the_grasp_with_them(
     np.testing.assert_allclose(
         grown[g0, arm] - centre_big, 1.1 * (base[g0, arm] - centre), atol=1e-6
     )
+
+
+def test_a_killed_generation_job_resumes_to_the_same_episodes(source: Path, tmp_path: Path) -> None:
+    """SIGKILL a ``r2s2r generate`` run once it has kept an episode; the rerun finishes the
+    job, and the dataset is the one an uninterrupted run writes."""
+    args = ["--source", str(source), "--episodes", "3", "--image-size", "16", "--seed", "5"]
+    killed = tmp_path / "killed"
+    log = killed / "generation/attempts.jsonl"
+    cmd = [sys.executable, "-m", "r2s2r", "generate", "--out", str(killed), *args]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not (log.exists() and '"kept": true' in log.read_text()):
+            assert proc.poll() is None, "the job ended before keeping an episode"
+            assert time.monotonic() < deadline, "no kept episode within 120 s"
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert Dataset(killed).num_episodes < 3
+    result = runner.invoke(app, ["generate", "--out", str(killed), *args, "--json"])
+    assert result.exit_code == 0, result.output
+    whole = tmp_path / "whole"
+    result = runner.invoke(app, ["generate", "--out", str(whole), *args, "--json"])
+    assert result.exit_code == 0, result.output
+    assert verify(killed, decode=True).ok
+    first, second = Dataset(killed), Dataset(whole)
+    assert first.num_episodes == second.num_episodes == 3
+    assert [first.episode(e)["seed"] for e in range(3)] == [
+        second.episode(e)["seed"] for e in range(3)
+    ]
+    for key in ("action", "observation.state"):
+        np.testing.assert_array_equal(first.low_dim()[key], second.low_dim()[key])
+    for cam in first.camera_keys:
+        np.testing.assert_array_equal(first.episode_images(2, cam), second.episode_images(2, cam))
