@@ -390,7 +390,7 @@ def test_instances_scale_objects_in_the_simulation_and_the_grasp_with_them(
 def test_a_killed_generation_job_resumes_to_the_same_episodes(source: Path, tmp_path: Path) -> None:
     """SIGKILL a ``r2s2r generate`` run once it has kept an episode; the rerun finishes the
     job, and the dataset is the one an uninterrupted run writes."""
-    args = ["--source", str(source), "--episodes", "3", "--image-size", "16", "--seed", "5"]
+    args = ["--source", str(source), "--episodes", "3", "--image-size", "32", "--seed", "5"]
     killed = tmp_path / "killed"
     log = killed / "generation/attempts.jsonl"
     cmd = [sys.executable, "-m", "r2s2r", "generate", "--out", str(killed), *args]
@@ -421,3 +421,28 @@ def test_a_killed_generation_job_resumes_to_the_same_episodes(source: Path, tmp_
         np.testing.assert_array_equal(first.low_dim()[key], second.low_dim()[key])
     for cam in first.camera_keys:
         np.testing.assert_array_equal(first.episode_images(2, cam), second.episode_images(2, cam))
+
+
+def test_diverged_physics_ends_the_attempt_as_unstable(task: TaskSpec) -> None:
+    """A fault injected into the simulation (a non-finite object velocity, which MuJoCo
+    answers by resetting the state) ends the attempt with reason ``unstable``, never as a
+    success or an ordinary failure."""
+    world = load_world("nominal")
+    executor = Executor(world, task)
+    env, step = executor.env, executor.env.step
+    calls = []
+
+    def faulty(action: np.ndarray):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        if len(calls) == 10:
+            env.physics.mjdata(0).qvel[-6:] = np.nan
+        return step(action)
+
+    env.step = faulty  # type: ignore[method-assign]
+    instance = TaskInstance("green_can", 0.0, 0.0, 0.08)
+    obs, _ = env.reset(seed=0, options=instance.reset_options())
+    # Both arms hold their home poses, hands open.
+    hold = np.concatenate([np.concatenate([pose, np.zeros(20)]) for pose in obs["tcp_pose"]])
+    result = executor.run(instance, hold[None], seed=0)
+    assert result.reason == "unstable" and not result.success
+    assert len(result.actions) == 10

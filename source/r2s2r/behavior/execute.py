@@ -20,10 +20,12 @@ from r2s2r.sim.env import PickSortEnv
 from r2s2r.spec import TaskSpec, WorldSpec
 from r2s2r.spec.world import CAMERA_NAMES
 
-# Failure reasons: the first five judged from an execution (in this order), the last two
-# given to an instance the behavior could not produce commands for (a demo that cannot be
-# adapted to it, no collision-free plan).
+# Failure reasons: the first six judged from an execution (in this order; ``unstable``: the
+# physics diverged, and MuJoCo reset the state), the last two given to an instance the
+# behavior could not produce commands for (a demo that cannot be adapted to it, no
+# collision-free plan).
 REASONS = (
+    "unstable",
     "collision",
     "missed_grasp",
     "dropped",
@@ -94,7 +96,7 @@ class Executor:
         obs, info = env.reset(seed=seed, options=instance.reset_options())
         physics = env.physics
         rest_z = float(info["object_pos"][0, 2])
-        collided = False
+        collided = unstable = False
         lift_step: int | None = None
         touching: set[int] = set()
         obj_geom = env.model.geom(f"obj:{instance.object_name}").id
@@ -109,6 +111,9 @@ class Executor:
             rows["v"].append(qvel[0].copy())
             rows["a"].append(action)
             obs, _, terminated, truncated, info = env.step(action)
+            if _diverged(physics.mjdata(0)):
+                unstable = True
+                break
             if lift_step is None and info["object_pos"][0, 2] - rest_z > LIFT_M:
                 lift_step, touching = j, self._hand_parts_touching(obj_geom)
             collided |= self._arm_hits_cell()
@@ -129,7 +134,9 @@ class Executor:
             fingers_in_contact=len(touching - {0}),
             palm_in_contact=0 in touching,
         )
-        if not attempt.success:
+        if unstable:
+            attempt.success, attempt.reason = False, "unstable"
+        elif not attempt.success:
             attempt.reason = _reason(status, lift_step is not None, collided)
         return attempt
 
@@ -163,6 +170,19 @@ class Executor:
 
     def close(self) -> None:
         self.env.close()
+
+
+_DIVERGED = (
+    mujoco.mjtWarning.mjWARN_BADQPOS,
+    mujoco.mjtWarning.mjWARN_BADQVEL,
+    mujoco.mjtWarning.mjWARN_BADQACC,
+)
+
+
+def _diverged(data: mujoco.MjData) -> bool:
+    """Whether MuJoCo found non-finite or huge state values (and reset the state) since the
+    episode began (the reset cleared the counters)."""
+    return any(data.warning[int(w)].number > 0 for w in _DIVERGED)
 
 
 def _reason(status: str, lifted: bool, collided: bool) -> str:
