@@ -244,8 +244,10 @@ class Generator:
         spawn, belt = self.task.spawn, self.task.belt
 
         def distance(j: int) -> float:
+            # The turn counts most: a hand can follow a turned box only so far (15 degrees
+            # weigh as much as the whole spawn offset or belt speed range).
             own = self._own[j]
-            turn = abs(equivalent_turn(own.yaw - instance.yaw, period)) / (np.pi / 4)
+            turn = abs(equivalent_turn(own.yaw - instance.yaw, period)) / (np.pi / 12)
             lateral = abs(own.lateral - instance.lateral) / max(spawn.lateral_jitter, 1e-3)
             speed = abs(own.belt_speed - instance.belt_speed) / np.ptp(belt.speed_range)
             return turn + lateral + speed
