@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.spatial.transform import Rotation, Slerp
+from scipy.spatial.transform import Rotation
 
 from r2s2r.behavior.demo import CLOSED, SourceDemo
 from r2s2r.behavior.instance import TaskInstance, object_pose_on_belt
@@ -185,20 +185,15 @@ def adapt(
     blend = max(1, int(round(cfg.blend_s * fps)))
     after = np.arange(n) >= j_carry
     w[after] = [1.0 - min_jerk(u) for u in (np.arange(n)[after] - j_carry) / blend]
-    offset_p = rel_p[j_carry - 1] - src_p[j_carry - 1]
-    offset_r = rel_r[j_carry - 1] * src_r[j_carry - 1].inv()
-    pos = np.where(
-        after[:, None], src_p + w[:, None] * offset_p, (1 - w[:, None]) * src_p + w[:, None] * rel_p
-    )
-    rot = []
-    for j in range(n):
-        if after[j]:
-            delta = Rotation.from_rotvec(w[j] * offset_r.as_rotvec())
-            rot.append(delta * src_r[j])
-        else:
-            pair = Rotation.concatenate([src_r[j], rel_r[j]])
-            rot.append(Slerp([0.0, 1.0], pair)([w[j]])[0])
-    rots = Rotation.concatenate(rot)
+    # Every step moves the demo's target by weight w towards a target: the object-relative
+    # one until the carry, then by the offset the grasp ended with (the rotation part along
+    # the geodesic, as a slerp).
+    last = j_carry - 1
+    offset_r = (rel_r[last] * src_r[last].inv()).as_rotvec()
+    toward_p = np.where(after[:, None], rel_p[last] - src_p[last], rel_p - src_p)
+    toward_r = np.where(after[:, None], offset_r, (rel_r * src_r.inv()).as_rotvec())
+    pos = src_p + w[:, None] * toward_p
+    rots = Rotation.from_rotvec(w[:, None] * toward_r) * src_r
     if rng is not None:
         pos = pos + rng.normal(0.0, cfg.noise_pos_m, pos.shape)
         rots = Rotation.from_rotvec(rng.normal(0.0, cfg.noise_rot_rad, (n, 3))) * rots

@@ -158,14 +158,6 @@ class Generator:
         path.write_text(json.dumps(summary, indent=2) + "\n")
         return summary
 
-    def attempt(self, i: int, writer: DatasetWriter | None = None) -> dict[str, Any]:
-        """Attempt ``i``: make its commands, execute them, and (if it succeeds and a writer
-        is given) render and save it. Returns its log record."""
-        record, result = self.simulate(i)
-        if writer is not None and result is not None and result.success:
-            self._keep(writer, i, record, result)
-        return record
-
     def _keep(self, writer: DatasetWriter, i: int, record: dict[str, Any], result: Attempt) -> None:
         start = time.perf_counter()
         self._save(writer, i, record["source_demo"], result)

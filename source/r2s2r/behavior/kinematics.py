@@ -47,7 +47,6 @@ class ArmKinematics:
         self.site = model.site(f"{side}_tcp").id
         self.lo = robots.RIZON4S_JOINT_RANGES[:, 0]
         self.hi = robots.RIZON4S_JOINT_RANGES[:, 1]
-        self.vel_limits = robots.RIZON4S_VEL_LIMITS
         other = "right" if side == "left" else "left"
         links = {model.body(f"{side}_link{i}").id for i in range(1, 8)}
         links.add(model.body(f"{side}_flange").id)
@@ -116,7 +115,9 @@ class ArmKinematics:
         return jac.T @ np.linalg.solve(jac @ jac.T + 1e-6 * np.eye(6), twist)
 
     # ------------------------------------------------------------------ collisions
-    def collides(self, q: np.ndarray, hand: np.ndarray | None = None, links_only: bool = False):
+    def collides(
+        self, q: np.ndarray, hand: np.ndarray | None = None, links_only: bool = False
+    ) -> bool:
         """Whether the arm (and, unless ``links_only``, its hand in posture ``hand``)
         penetrates the table, belt, bins or the other arm at joints ``q``."""
         self._set(q, hand if hand is not None else np.zeros(HAND_DOF))

@@ -35,9 +35,23 @@ from r2s2r.behavior.instance import TaskInstance, object_pose_on_belt, scaled_ob
 from r2s2r.behavior.kinematics import ArmKinematics
 from r2s2r.rig.human import min_jerk
 from r2s2r.rig.teleop import teleop_arm
+from r2s2r.sim import robots
 from r2s2r.sim.cell import ACTION_PER_ARM, Cell
-from r2s2r.sim.closures import CLAW_OPEN, CLAW_SHUT, FLAT_GRASP, POWER_GRASP, PRESHAPE, RELAXED
-from r2s2r.sim.scene import PALM_DOWN
+from r2s2r.sim.closures import (
+    CLAW_BELOW_M,
+    CLAW_HEIGHT_M,
+    CLAW_OPEN,
+    CLAW_SHUT,
+    CLAW_SPAN_M,
+    FLAT_BELOW_M,
+    FLAT_GRASP,
+    PALM_CLEAR_M,
+    POWER_GRASP,
+    POWER_REACH_M,
+    PRESHAPE,
+    RELAXED,
+)
+from r2s2r.sim.scene import PALM_DOWN, fingers_direction
 from r2s2r.spec import TaskSpec, WorldSpec
 from r2s2r.spec.world import ARM_SIDES
 
@@ -65,6 +79,8 @@ class PlannerCfg:
     vel_share: float = 0.5
     max_acc: float = 3.0
     max_jerk: float = 20.0
+    # The widest an object may reach from its centre along the fingers for a power wrap.
+    power_span_m: float = 0.045
     # Turns about the vertical (deg, from straight across the belt) the planner tries.
     yaws_deg: tuple[float, ...] = tuple(float(y) for y in range(-105, 1, 15))
     # Where along the belt (m from the arm's base, downstream positive) it tries to meet
@@ -104,10 +120,6 @@ class Plan:
     tcp: np.ndarray = field(default_factory=lambda: np.zeros((0, 7)))  # planned TCP (T, 7)
 
 
-def _fingers(yaw: float) -> np.ndarray:
-    return np.array([-np.sin(yaw), np.cos(yaw), 0.0])
-
-
 class Planner:
     """Plans episodes in one world (CPU: our IK, OMPL, ruckig).
 
@@ -130,7 +142,7 @@ class Planner:
         self.verdicts: dict[tuple[str, str, int, int, int], bool] = {}
         self.fps = int(round(task.control_hz))
         self.dt = 1.0 / self.fps
-        home = cell._home_qpos
+        home = cell.home_qpos
         self.kin = {s: ArmKinematics(cell.scene.model, s, home) for s in ARM_SIDES}
         self.home_q = {s: home[cell.idx.arm_qadr[i]] for i, s in enumerate(ARM_SIDES)}
         self.home_tcp = {s: self.kin[s].fk(self.home_q[s]) for s in ARM_SIDES}
@@ -145,19 +157,16 @@ class Planner:
         out = []
         for yaw_deg in self.cfg.yaws_deg:
             yaw = np.radians(yaw_deg)
-            f = _fingers(yaw)
-            if obj.shape in ("box", "ellipsoid"):
-                half = float(sum(abs(f @ axes[:, i]) * obj.size[i] for i in range(2)))
-            else:
-                half = float(obj.size[0])
+            f = fingers_direction(yaw)
+            half = obj.half_extent(f, axes)
             top = obj.rest_height  # Object top above its centre.
-            if obj.rest_height < 0.026 and half <= 0.056:
-                height = max(0.06, 2 * obj.rest_height + 0.025) - obj.rest_height
+            if top < CLAW_BELOW_M and half <= CLAW_SPAN_M:
+                height = max(CLAW_HEIGHT_M, 2 * top + PALM_CLEAR_M) - top
                 offset = np.array([0.0, 0.0, height])
                 out.append((half, Grasp("claw", yaw, offset, CLAW_OPEN, CLAW_SHUT)))
-            elif half <= 0.045:
-                shut = FLAT_GRASP if obj.rest_height < 0.028 else POWER_GRASP
-                offset = f * (half + 0.012) + [0.0, 0.0, top]
+            elif half <= self.cfg.power_span_m:
+                shut = FLAT_GRASP if top < FLAT_BELOW_M else POWER_GRASP
+                offset = f * (half + POWER_REACH_M) + [0.0, 0.0, top]
                 out.append((half, Grasp("power", yaw, offset, PRESHAPE, shut)))
         out.sort(key=lambda c: (round(c[0], 3), abs(c[1].yaw - np.radians(-45.0))))
         return [g for _, g in out]
@@ -375,7 +384,7 @@ class Planner:
         inp.current_acceleration = [0.0] * 7
         inp.target_position, inp.target_velocity = list(q1), list(v1)
         inp.target_acceleration = [0.0] * 7
-        limits = self.kin["left"].vel_limits * cfg.vel_share
+        limits = robots.RIZON4S_VEL_LIMITS * cfg.vel_share
         inp.max_velocity = list(np.maximum(limits, np.abs(v1) * 1.05))
         inp.max_acceleration = [cfg.max_acc] * 7
         inp.max_jerk = [cfg.max_jerk] * 7

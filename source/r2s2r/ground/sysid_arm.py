@@ -65,12 +65,7 @@ def _arm_model(world: WorldSpec, side: str, hz: float, hand_q: np.ndarray) -> _A
     """The arm of ``side`` alone, its hand frozen at joint positions ``hand_q`` (20,),
     without the actuator delay (it is applied to the ctrl instead). Self-contacts stay:
     some postures touch link to link or palm to link."""
-    spec = mujoco.MjSpec()
-    spec.compiler.degree = False
-    spec.option.timestep = world.timestep
-    spec.option.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
-    spec.option.cone = mujoco.mjtCone.mjCONE_ELLIPTIC
-    spec.option.impratio = 5.0
+    spec = scene_mod.new_spec(world)
     bare = world.replace(controller=world.controller.model_copy(update={"delay_s": 0.0}))
     scene_mod.add_arm_and_hand(spec, bare, side)
     for act in list(spec.actuators):

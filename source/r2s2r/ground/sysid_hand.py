@@ -43,12 +43,7 @@ class _HandModel:
 def _hand_model(world: WorldSpec, side: str, hz: float, arm_q: np.ndarray) -> _HandModel:
     """The hand of ``side`` on its arm frozen at joint positions ``arm_q`` (7,): the arm's
     links stay as obstacles (the thumb can touch the wrist), only the fingers move."""
-    spec = mujoco.MjSpec()
-    spec.compiler.degree = False
-    spec.option.timestep = world.timestep
-    spec.option.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
-    spec.option.cone = mujoco.mjtCone.mjCONE_ELLIPTIC
-    spec.option.impratio = 5.0
+    spec = scene_mod.new_spec(world)
     scene_mod.add_arm_and_hand(spec, world, side)
     for act in list(spec.actuators):
         if not act.name.startswith(f"{side}_hand_"):

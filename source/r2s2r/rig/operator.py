@@ -28,14 +28,20 @@ from r2s2r.rig.interfaces import HandKeypoints
 from r2s2r.rig.retarget import HandKinematics
 from r2s2r.rig.teleop import HUMAN_HAND_SCALE, TrackerCalibration
 from r2s2r.sim.closures import (
+    CLAW_BELOW_M,
+    CLAW_HEIGHT_M,
     CLAW_OPEN,
     CLAW_SHUT,
+    CLAW_SPAN_M,
+    FLAT_BELOW_M,
     FLAT_GRASP,
+    PALM_CLEAR_M,
     POWER_GRASP,
+    POWER_REACH_M,
     PRESHAPE,
     RELAXED,
 )
-from r2s2r.sim.scene import PALM_DOWN
+from r2s2r.sim.scene import PALM_DOWN, fingers_direction
 from r2s2r.spec import TaskSpec, WorldSpec
 
 # TwinEyes is the operator's view of the twin; importers find it here with the operator.
@@ -50,9 +56,14 @@ class ScriptedOperator:
     """
 
     name = "scripted_operator"
-    # The knuckles (the TCP) come to rest this far beyond the object's far side, across the
-    # belt, level with the object's top; the hover is this far above that.
-    reach = 0.012
+    # The grasp geometry of the hand's closures (``r2s2r.sim.closures``); the hover is this
+    # far above the grasp.
+    reach = POWER_REACH_M
+    flat_m = FLAT_BELOW_M
+    claw_below_m = CLAW_BELOW_M
+    claw_span = CLAW_SPAN_M
+    claw_h = CLAW_HEIGHT_M
+    palm_clear = PALM_CLEAR_M
     hover = 0.12
     # The carry ends this high above the bin's floor.
     carry_height = 0.25
@@ -69,18 +80,6 @@ class ScriptedOperator:
     # palm while it is carried; the tilt starts this far into the lift.
     carry_tilt_deg = -30.0
     tilt_from = 0.3
-    # Objects whose top is less than twice this above the belt (half-height below it) get a
-    # grasp with the thumb half closed: a fully flexed thumb reaches the belt, and props the
-    # hand up, before the fingers close.
-    flat_m = 0.028
-    # Objects lower than ``claw_below_m`` (half-height) get the claw instead, when the side
-    # it spans is at most ``claw_span`` from the centre: the knuckles (the TCP) over the
-    # object's centre, ``claw_h`` above the belt or, for taller objects, high enough that
-    # the palm's underside (1.5 cm below the knuckles) clears the object's top by 1 cm.
-    claw_below_m = 0.026
-    claw_span = 0.056
-    claw_h = 0.06
-    palm_clear = 0.025
     # How the hand is turned about the vertical, from straight across the belt (positive:
     # fingers upstream). Palm down with the fingers straight across would put the arm's
     # forearm roll at its limit where each arm meets the object; turned downstream, within
@@ -168,12 +167,6 @@ class ScriptedOperator:
     def _seen(self) -> np.ndarray:
         return self.eyes.object_pose()[:3]
 
-    @staticmethod
-    def _fingers(yaw: float) -> np.ndarray:
-        """The horizontal direction the open fingers point in, in the cell frame, for a hand
-        turned by ``yaw`` about the vertical from straight across the belt."""
-        return np.array([-np.sin(yaw), np.cos(yaw), 0.0])
-
     def _plan_grasp(self) -> None:
         """Choose the grasp: the hand turned to span a box's narrowest side (any turn in
         the comfortable window for round objects); for a low object, the claw if that side
@@ -182,7 +175,7 @@ class ScriptedOperator:
         self.yaw = self._grasp_yaw() + self.rng.normal(0.0, np.radians(3.0))
         self.claw = (
             self.obj.rest_height < self.claw_below_m
-            and self._half_along(self._fingers(self.yaw)) <= self.claw_span
+            and self._half_along(fingers_direction(self.yaw)) <= self.claw_span
         )
 
     def _object_axes(self) -> np.ndarray:
@@ -191,11 +184,7 @@ class ScriptedOperator:
 
     def _half_along(self, direction: np.ndarray) -> float:
         """How far the object visibly extends from its centre along a horizontal direction."""
-        size = self.obj.size
-        if self.obj.shape not in ("box", "ellipsoid"):
-            return float(size[0])
-        axes = self._object_axes()
-        return float(sum(abs(direction @ axes[:, i]) * size[i] for i in range(3)))
+        return self.obj.half_extent(direction, self._object_axes())
 
     def _grasp_yaw(self) -> float:
         """The turn about the vertical in this arm's comfortable window that spans the least
@@ -204,7 +193,7 @@ class ScriptedOperator:
         if self.obj.shape != "box":
             return float(lo + hi) / 2.0
         turns = np.linspace(lo, hi, 15)
-        spans = [self._half_along(self._fingers(turn)) for turn in turns]
+        spans = [self._half_along(fingers_direction(turn)) for turn in turns]
         return float(turns[int(np.argmin(spans))])
 
     def _grasp_point(self, t: float) -> np.ndarray:
@@ -216,7 +205,7 @@ class ScriptedOperator:
             height = max(self.claw_h, top + self.palm_clear) - self.obj.rest_height
             return obj + [lead, 0.0, height] + self.style.grasp_offset
         # The fingers come down just beyond the object's far side.
-        fingers = self._fingers(self.yaw)
+        fingers = fingers_direction(self.yaw)
         reach = fingers * (self._half_along(fingers) + self.reach)
         return obj + reach + [lead, 0.0, self.obj.rest_height] + self.style.grasp_offset
 

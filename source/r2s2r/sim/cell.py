@@ -157,6 +157,11 @@ class Cell:
         self.ctrl = np.tile(self._home_ctrl, (self.n, 1))
 
     # ----------------------------------------------------------------- episodes
+    @property
+    def home_qpos(self) -> np.ndarray:
+        """The state (nq,) episodes start from: arms home, objects stored away."""
+        return self._home_qpos.copy()
+
     def _home_state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """qpos, ctrl and TCP command (pos, rotvec per arm, (2, 6)) of the home posture."""
         model, world = self.scene.model, self.scene.world

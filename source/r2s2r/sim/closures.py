@@ -22,3 +22,17 @@ POWER_GRASP = np.array([1.3, 0.7, 0.6, 0.5] + [0.0, 1.4, 1.2, 0.9] * 4)
 FLAT_GRASP = np.concatenate([[0.6, 0.2, 0.2, 0.2], POWER_GRASP[4:]])
 CLAW_OPEN = np.array([1.2, 0.6, 1.0, 1.4] + [0.0, 0.0, 0.7, 0.5] * 4)
 CLAW_SHUT = np.array([1.3, 0.6, 1.0, 1.4] + [0.0, 1.0, 0.7, 0.5] * 4)
+
+# Where each closure puts the TCP (the knuckles), palm down. A power grasp puts them this far
+# beyond the object's far side, level with its top, and closes the thumb only half way for
+# objects whose half-height is below ``FLAT_BELOW_M``. Objects whose half-height is below
+# ``CLAW_BELOW_M`` get the claw instead, when the side it spans reaches at most
+# ``CLAW_SPAN_M`` from the centre: the knuckles over the centre, ``CLAW_HEIGHT_M`` above the
+# belt or, for taller objects, high enough that the palm's underside (1.5 cm below the
+# knuckles) clears the object's top by 1 cm (``PALM_CLEAR_M`` above the top).
+POWER_REACH_M = 0.012
+FLAT_BELOW_M = 0.028
+CLAW_BELOW_M = 0.026
+CLAW_SPAN_M = 0.056
+CLAW_HEIGHT_M = 0.06
+PALM_CLEAR_M = 0.025

@@ -30,6 +30,15 @@ TCP_REF_IN_BASE = Rotation.from_euler("y", 180, degrees=True)
 # TCP orientation for a palm-down grasp over the belt: palm normal (hand +y) down, fingers
 # (hand +z) along the cell's +y, away from the robots.
 PALM_DOWN = Rotation.from_matrix(np.array([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0], [0.0, -1.0, 0.0]]))
+
+
+def fingers_direction(yaw: float) -> np.ndarray:
+    """Where the open fingers of a palm-down hand point (horizontal, cell frame) when the
+    hand is turned by ``yaw`` about the vertical from straight across the belt: the TCP
+    z axis of ``Rotation.from_euler("z", yaw) * PALM_DOWN``."""
+    return np.array([-np.sin(yaw), np.cos(yaw), 0.0])
+
+
 STORAGE_ORIGIN = np.array([3.0, 3.0, 0.0])
 # Nearest distance (m) a camera draws.
 NEAR_CLIP_M = 0.005
@@ -63,15 +72,23 @@ def storage_pos(index: int) -> np.ndarray:
     return STORAGE_ORIGIN + np.array([0.3 * index, 0.0, 0.0])
 
 
-def build_spec(task: TaskSpec, world: WorldSpec) -> mujoco.MjSpec:
-    """The cell as an editable ``MjSpec`` (compile it with ``spec.compile()``)."""
+def new_spec(world: WorldSpec) -> mujoco.MjSpec:
+    """An empty ``MjSpec`` with the cell's units and physics options (radians, the world's
+    timestep, implicit-fast integration, elliptic friction cones): the cell and every model
+    cut from it (system identification's arm and hand) simulate alike."""
     spec = mujoco.MjSpec()
-    spec.modelname = f"r2s2r_{task.name}_{world.name}"
     spec.compiler.degree = False
     spec.option.timestep = world.timestep
     spec.option.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
     spec.option.cone = mujoco.mjtCone.mjCONE_ELLIPTIC
     spec.option.impratio = 5.0
+    return spec
+
+
+def build_spec(task: TaskSpec, world: WorldSpec) -> mujoco.MjSpec:
+    """The cell as an editable ``MjSpec`` (compile it with ``spec.compile()``)."""
+    spec = new_spec(world)
+    spec.modelname = f"r2s2r_{task.name}_{world.name}"
     _visual(spec, world)
     _static_cell(spec, task, world)
     _belt(spec, task, world)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
+import numpy as np
 from pydantic import Field, model_validator
 
 from r2s2r.spec.base import Spec
@@ -45,6 +46,13 @@ class ObjectSpec(Spec):
         if self.shape == "cylinder":
             return self.size[1]
         return self.size[0] + self.size[1]  # Capsule standing on its end.
+
+    def half_extent(self, direction: np.ndarray, axes: np.ndarray) -> float:
+        """How far the upright object reaches from its centre along a horizontal
+        ``direction`` when its axes (3x3, one per column, cell frame) are ``axes``."""
+        if self.shape not in ("box", "ellipsoid"):
+            return float(self.size[0])  # Round about the vertical.
+        return float(sum(abs(direction @ axes[:, i]) * self.size[i] for i in range(3)))
 
 
 class BinSpec(Spec):
