@@ -1,21 +1,45 @@
 """One arm of the cell model for planning: forward and inverse kinematics on MuJoCo's
 Jacobians, and collision checks of arm and hand configurations against the cell's fixed
 parts (table, belt, bins) and the other arm.
+
+The inverse kinematics is damped least squares from a seed, using the redundancy to stay
+near it. With collision limits, a solution that touches a fixed part is solved again with
+velocity-damper inequalities in a small quadratic program per iteration (daqp): the distance
+from each arm (and hand) geom to each obstacle within ``detect_m`` may shrink by at most a
+share of its excess over ``safety_m`` per iteration. The distances come from MuJoCo's own
+collision detection, on a model whose arm and hand geoms were compiled with a margin of
+``detect_m`` (``planning_model``).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import daqp
 import mujoco
 import numpy as np
 from scipy.spatial.transform import Rotation
 
 from r2s2r.sim import robots
 from r2s2r.sim.cell import ARM_DOF, HAND_DOF
+from r2s2r.sim.scene import build_spec
+from r2s2r.spec import TaskSpec, WorldSpec
+from r2s2r.spec.world import ARM_SIDES
 
 _FIXED = ("world", "belt", "belt_frame", "bin:left bin", "bin:right bin")
 # Penetration (m) below which a contact counts as a collision (MuJoCo reports contacts
 # within the geoms' margins too).
 TOUCH_M = 0.002
+_NONE: tuple[None, None, float] = (None, None, np.inf)  # No obstacle within reach.
+
+
+@dataclass(frozen=True)
+class AvoidCfg:
+    """Collision limits of the inverse kinematics."""
+
+    detect_m: float = 0.05  # Obstacles nearer than this are constrained.
+    safety_m: float = 0.01  # The distance the solution keeps from them.
+    gain: float = 0.5  # Share of the distance's excess over ``safety_m`` one step may use.
 
 
 def _clamp(v: np.ndarray, most: float) -> np.ndarray:
@@ -31,12 +55,30 @@ def _geoms(model: mujoco.MjModel, bodies: set[int]) -> np.ndarray:
     return np.array([g for g in range(model.ngeom) if model.geom_bodyid[g] in bodies])
 
 
-class ArmKinematics:
-    """Kinematics and collision checks of arm ``side`` in ``model`` (a cell scene), on a
-    scratch ``MjData`` starting from ``qpos`` (the cell's home state: objects stored away)."""
+def planning_model(
+    task: TaskSpec, world: WorldSpec, detect_m: float = AvoidCfg.detect_m
+) -> mujoco.MjModel:
+    """The cell compiled for planning: every arm and hand geom carries a margin of
+    ``detect_m``, so that MuJoCo's collision detection reports their distances to the
+    obstacles nearer than that. (The margin must be in place when the model compiles: the
+    bounding volumes that cull far pairs are built then.)"""
+    spec = build_spec(task, world)
+    for body in spec.bodies:
+        if body.name.startswith(tuple(f"{s}_" for s in ARM_SIDES)):
+            for geom in body.geoms:
+                geom.margin = max(geom.margin, detect_m)
+    return spec.compile()
 
-    def __init__(self, model: mujoco.MjModel, side: str, qpos: np.ndarray) -> None:
-        self.model, self.side = model, side
+
+class ArmKinematics:
+    """Kinematics and collision checks of arm ``side`` in ``model`` (a cell model; for
+    collision limits in the IK, one from ``planning_model``), on a scratch ``MjData``
+    starting from ``qpos`` (the cell's home state: objects stored away)."""
+
+    def __init__(
+        self, model: mujoco.MjModel, side: str, qpos: np.ndarray, avoid: AvoidCfg = AvoidCfg()
+    ) -> None:
+        self.model, self.side, self.avoid = model, side, avoid
         self.data = mujoco.MjData(model)
         self.data.qpos[:] = qpos
         joints = [model.joint(f"{side}_j{i + 1}") for i in range(ARM_DOF)]
@@ -55,6 +97,9 @@ class ArmKinematics:
         self.link_geoms = _geoms(model, links)
         self.hand_geoms = _geoms(model, hand_bodies)
         self.fixed_geoms = _geoms(model, fixed)
+        # Distances are seen only within the arm's geoms' margin (compiled in).
+        mine = np.concatenate([self.link_geoms, self.hand_geoms])
+        self.sees_m = float(model.geom_margin[mine].min())
         self._jp = np.zeros((3, model.nv))
         self._jr = np.zeros((3, model.nv))
 
@@ -83,31 +128,141 @@ class ArmKinematics:
         self,
         pose: np.ndarray,
         seed: np.ndarray,
+        *,
         iters: int = 300,
         tol_m: float = 1e-3,
         tol_rad: float = 1e-2,
+        avoid: str | None = None,
+        hand: np.ndarray | None = None,
     ) -> tuple[np.ndarray, bool]:
-        """Joints that put the TCP at ``pose``: damped least squares from ``seed`` within the
-        joint limits, with the redundancy used to stay near ``seed``. Returns (q, reached)."""
-        q = np.clip(np.asarray(seed, float).copy(), self.lo + 1e-3, self.hi - 1e-3)
+        """Joints that put the TCP at ``pose`` (7,), starting from ``seed`` (7,): within the
+        joint limits, using the redundancy to stay near ``seed``, and with ``avoid`` "links"
+        (the arm) or "all" (arm and hand in posture ``hand``, (20,)) kept ``safety_m`` from
+        the fixed parts. Returns (q, reached); a target the limits keep out of reach is not
+        reached."""
+        if avoid not in (None, "links", "all"):
+            raise ValueError(f"avoid must be None, 'links' or 'all', not {avoid!r}")
+        if avoid and self.sees_m < self.avoid.detect_m:
+            raise ValueError(
+                f"collision limits need the arm's geoms compiled with a margin of at least "
+                f"{self.avoid.detect_m} m (theirs: {self.sees_m} m); build the model with "
+                "planning_model()"
+            )
+        q, reached = self._descend(pose, seed, seed, iters, tol_m, tol_rad, None)
+        if avoid is None or not self.collides(q, hand, links_only=avoid == "links"):
+            return q, reached
+        # Under the limits: first from the free solution, near the target, the fixed parts
+        # pushing the arm out; then from the seed, where the limits steer the arm round
+        # them from the start (though an obstacle between the seed and the target may
+        # hold it up, as it would a path).
+        self.data.qpos[self.hand_qadr] = hand if hand is not None else np.zeros(HAND_DOF)
+        for start in (q, seed):
+            q, reached = self._descend(pose, start, seed, iters, tol_m, tol_rad, avoid)
+            if reached:
+                break
+        return q, reached
+
+    def _descend(
+        self,
+        pose: np.ndarray,
+        start: np.ndarray,
+        seed: np.ndarray,
+        iters: int,
+        tol_m: float,
+        tol_rad: float,
+        avoid: str | None,
+    ) -> tuple[np.ndarray, bool]:
+        """Iterate from ``start`` toward ``pose``; with ``avoid``, under collision limits
+        (the hand posture already set), until reached or held."""
+        lo, hi = self.lo + 1e-3, self.hi - 1e-3
+        q = np.clip(np.asarray(start, float).copy(), lo, hi)
         target_r = Rotation.from_quat(pose[3:], scalar_first=True)
         err = np.zeros(6)
-        for _ in range(iters):
+        last = np.inf
+        for k in range(iters):
             now = self.fk(q)
             err[:3] = pose[:3] - now[:3]
             err[3:] = (target_r * Rotation.from_quat(now[3:], scalar_first=True).inv()).as_rotvec()
-            if np.linalg.norm(err[:3]) < tol_m and np.linalg.norm(err[3:]) < tol_rad:
+            jac = self.jacobian(q)
+            rows, bound, nearest = self._distance_limits(avoid == "links") if avoid else _NONE
+            if (
+                np.linalg.norm(err[:3]) < tol_m
+                and np.linalg.norm(err[3:]) < tol_rad
+                and nearest > -TOUCH_M
+            ):
                 return q, True
             # Small steps along the error (at most 3 cm and 0.15 rad each) keep the solution
             # on the seed's branch instead of jumping across the workspace.
             scaled = np.concatenate([_clamp(err[:3], 0.03), _clamp(err[3:], 0.15)])
-            jac = self.jacobian(q)
-            jjt = jac @ jac.T + 1e-4 * np.eye(6)
-            step = jac.T @ np.linalg.solve(jjt, scaled)
-            null = np.eye(ARM_DOF) - jac.T @ np.linalg.solve(jjt, jac)
-            step += null @ (0.05 * (seed - q))
-            q = np.clip(q + step, self.lo + 1e-3, self.hi - 1e-3)
+            # Damped least squares toward a step back to the seed: min |J dq - e|^2 +
+            # 1e-4 |dq - 0.05 (seed - q)|^2, whose null-space part is that step itself.
+            hess = jac.T @ jac + 1e-4 * np.eye(ARM_DOF)
+            grad = -(jac.T @ scaled + 1e-4 * 0.05 * (seed - q))
+            if avoid:
+                # Under limits, shorter steps (the free one scaled to at most 0.05 rad a
+                # joint): the distances are linearized about the current configuration.
+                free = np.abs(np.linalg.solve(hess, grad)).max()
+                grad = grad * min(1.0, 0.05 / max(free, 1e-12))
+            q = np.clip(q + self._solve(hess, grad, lo - q, hi - q, rows, bound), lo, hi)
+            if avoid and k % 10 == 0:
+                # Held where the limits allow (no progress in 10 iterations): no way on.
+                gap = float(np.linalg.norm(err[:3]) + 0.1 * np.linalg.norm(err[3:]))
+                if gap > last - 1e-4:
+                    break
+                last = gap
         return q, False
+
+    def _distance_limits(
+        self, links_only: bool
+    ) -> tuple[np.ndarray | None, np.ndarray | None, float]:
+        """Velocity-damper rows (G dq <= h) for every arm (and hand) geom within
+        ``detect_m`` of a fixed part, and the nearest such distance, at the configuration
+        last set."""
+        mujoco.mj_collision(self.model, self.data)
+        n = self.data.ncon
+        if n == 0:
+            return _NONE
+        con = self.data.contact
+        g1, g2 = con.geom1[:n], con.geom2[:n]
+        mine = self.link_geoms if links_only else np.concatenate([self.link_geoms, self.hand_geoms])
+        first = np.isin(g1, mine) & np.isin(g2, self.fixed_geoms)
+        second = np.isin(g2, mine) & np.isin(g1, self.fixed_geoms)
+        near = np.flatnonzero((first | second) & (con.dist[:n] < self.avoid.detect_m))
+        if near.size == 0:
+            return _NONE
+        rows, bound = np.empty((near.size, ARM_DOF)), np.empty(near.size)
+        for r, i in enumerate(near):
+            c = self.data.contact[i]
+            # The unit vector from the arm's geom to the obstacle, and the arm's nearest point.
+            toward = c.frame[:3] * (1.0 if first[i] else -1.0)
+            point = c.pos - toward * c.dist / 2
+            body = self.model.geom_bodyid[c.geom1 if first[i] else c.geom2]
+            mujoco.mj_jac(self.model, self.data, self._jp, None, point, body)
+            rows[r] = toward @ self._jp[:, self.dadr]
+            bound[r] = self.avoid.gain * (c.dist - self.avoid.safety_m)
+        return rows, bound, float(con.dist[near].min())
+
+    @staticmethod
+    def _solve(
+        hess: np.ndarray,
+        grad: np.ndarray,
+        lower: np.ndarray,
+        upper: np.ndarray,
+        rows: np.ndarray | None,
+        bound: np.ndarray | None,
+    ) -> np.ndarray:
+        """The step: min 1/2 dq' H dq + g' dq, under ``rows`` dq <= ``bound`` and the
+        bounds on dq when there are rows (the unconstrained step if the QP is infeasible)."""
+        free = np.linalg.solve(hess, -grad)
+        if rows is None or bound is None:
+            # Nothing near: the plain damped least-squares step, clipped to the joint range
+            # afterwards (bounds inside the solve would steer it into the limits instead).
+            return free
+        up = np.concatenate([upper, bound])
+        low = np.concatenate([lower, np.full(len(bound), -1e30)])
+        sense = np.zeros(len(up), dtype=np.int32)
+        x, _, flag, _ = daqp.solve(hess, grad, rows, up, low, sense)
+        return np.asarray(x) if flag >= 0 else np.clip(free, lower, upper)
 
     def tcp_velocity_to_joints(self, q: np.ndarray, twist: np.ndarray) -> np.ndarray:
         """Joint velocities (7,) that move the TCP with ``twist`` (linear, angular) at ``q``."""

@@ -4,15 +4,17 @@ For a task instance the planner proposes grasps from the object's geometry and t
 closures (a power wrap with the knuckles just beyond the object's far side, or, for low
 objects, a claw over its centre), turned about the vertical to span the object's narrowest
 side, and keeps the first whose pre-grasp, grasp and lift poses have collision-free
-inverse kinematics where the belt brings the object. The route:
+inverse kinematics (collision-limited where a plain solution touches the cell,
+``ArmKinematics.ik``) where the belt brings the object. The route:
 
 - approach: joint space from home, time-optimal under velocity, acceleration and jerk
   limits (ruckig), arriving above the object *moving with the belt* (the target joint
   velocity is the belt's velocity mapped through the Jacobian);
 - descend, close and lift: Cartesian, in the frame of the moving object, so the hand keeps
   the belt's velocity at the grasp;
-- carry: a collision-free joint path to above the bin (OMPL's RRT-Connect with MuJoCo as
-  the validity checker, then shortcut), time-parameterized segment by segment (ruckig);
+- carry: a collision-free joint route to above the bin from the carry planner
+  (``routes.OmplCarry`` on the CPU: RRT-Connect with MuJoCo as the validity checker,
+  shortcut, each piece timed with ruckig; or ``curobo.CuroboCarry`` on a GPU);
 - release: the hand opens over the bin.
 
 Every step is checked for collisions against the table, belt, bins and the other arm
@@ -32,10 +34,10 @@ from scipy.spatial.transform import Rotation
 
 from r2s2r.behavior.adapt import symmetry_period
 from r2s2r.behavior.instance import TaskInstance, object_pose_on_belt, scaled_object
-from r2s2r.behavior.kinematics import ArmKinematics
+from r2s2r.behavior.kinematics import ArmKinematics, planning_model
+from r2s2r.behavior.routes import CarryPlanner, JointLimits, OmplCarry, ruckig_move
 from r2s2r.rig.human import min_jerk
 from r2s2r.rig.teleop import teleop_arm
-from r2s2r.sim import robots
 from r2s2r.sim.cell import ACTION_PER_ARM, Cell
 from r2s2r.sim.closures import (
     CLAW_BELOW_M,
@@ -121,7 +123,8 @@ class Plan:
 
 
 class Planner:
-    """Plans episodes in one world (CPU: our IK, OMPL, ruckig).
+    """Plans episodes in one world: our collision-limited IK, ruckig, and a carry planner
+    (``carry``; OMPL on the CPU by default, or cuRobo's ``CuroboCarry`` on a GPU).
 
     With ``trial`` (runs commands for an instance in simulation, e.g. ``Executor.run``),
     each grasp is first tried on its own: the object on the belt straight across from
@@ -136,14 +139,18 @@ class Planner:
         cell: Cell,
         cfg: PlannerCfg = PlannerCfg(),
         trial: Callable[..., Any] | None = None,
+        carry: CarryPlanner | None = None,
     ):
         self.world, self.task, self.cfg = world, task, cfg
         self.trial = trial
         self.verdicts: dict[tuple[str, str, int, int, int], bool] = {}
         self.fps = int(round(task.control_hz))
         self.dt = 1.0 / self.fps
+        self.limits = JointLimits.share(cfg.vel_share, cfg.max_acc, cfg.max_jerk)
+        self.carry = carry or OmplCarry(self.limits, self.dt, cfg.carry_plan_s)
         home = cell.home_qpos
-        self.kin = {s: ArmKinematics(cell.scene.model, s, home) for s in ARM_SIDES}
+        model = planning_model(task, world)
+        self.kin = {s: ArmKinematics(model, s, home) for s in ARM_SIDES}
         self.home_q = {s: home[cell.idx.arm_qadr[i]] for i, s in enumerate(ARM_SIDES)}
         self.home_tcp = {s: self.kin[s].fk(self.home_q[s]) for s in ARM_SIDES}
 
@@ -262,16 +269,16 @@ class Planner:
         up = np.array([0.0, 0.0, 1.0])
         home_q = self.home_q[side]
         pre = np.concatenate([grasp_pos - velocity * cfg.descend_s + up * cfg.hover_m, quat])
-        q_pre, ok = kin.ik(pre, home_q)
+        q_pre, ok = kin.ik(pre, home_q, avoid="all", hand=grasp.open_hand)
         if not ok or kin.collides(q_pre, grasp.open_hand):
             return None
-        q_grasp, ok = kin.ik(np.concatenate([grasp_pos, quat]), q_pre)
+        q_grasp, ok = kin.ik(np.concatenate([grasp_pos, quat]), q_pre, avoid="links")
         if not ok or kin.collides(q_grasp, grasp.open_hand, links_only=True):
             return None
         t_pre = t_grasp - cfg.descend_s
         # Approach: home (at rest) to the pre-grasp pose moving with the belt.
         q_dot_pre = kin.tcp_velocity_to_joints(q_pre, np.concatenate([velocity, np.zeros(3)]))
-        approach = self._ruckig(home_q, np.zeros(7), q_pre, q_dot_pre)
+        approach = ruckig_move(home_q, np.zeros(7), q_pre, q_dot_pre, self.limits, self.dt)
         if approach is None or len(approach) * self.dt > t_pre - 0.2:
             return None
         n_wait = int(round(t_pre * self.fps)) - len(approach)
@@ -314,7 +321,7 @@ class Planner:
                     pos = lift_from + along + up * cfg.lift_m * min_jerk(u)
                     hand = grasp.shut_hand
                 pose = np.concatenate([pos, quat])
-                q, ok = kin.ik(pose, q, iters=60)
+                q, ok = kin.ik(pose, q, iters=60, avoid="links")
                 if not ok or kin.collides(q, links_only=True):
                     return None
                 if name == "close" and k == 0:
@@ -329,19 +336,13 @@ class Planner:
         above = np.concatenate(
             [bin_pos + [0.0, 0.0, cfg.carry_height_m] + grasp.offset * [1, 1, 0], quat]
         )
-        q_bin, ok = kin.ik(above, q)
+        q_bin, ok = kin.ik(above, q, avoid="all", hand=grasp.shut_hand)
         if not ok or kin.collides(q_bin, grasp.shut_hand):
             return None
-        path = self._carry_path(kin, q, q_bin, grasp.shut_hand)
-        if path is None:
+        carried = self.carry.carry(kin, q, q_bin, grasp.shut_hand)
+        if carried is None:
             return None
-        carried = [q]
-        for a, b in zip(path, path[1:], strict=False):
-            seg = self._ruckig(a, np.zeros(7), b, np.zeros(7))
-            if seg is None:
-                return None
-            carried.extend(seg)
-        for q in carried[1:]:
+        for q in carried:
             steps_q.append(q)
             phases.append("carry")
             tcp.append(kin.fk(q))
@@ -370,73 +371,3 @@ class Planner:
             grasp_step=grasp_step,
             tcp=np.asarray(tcp),
         )
-
-    def _ruckig(
-        self, q0: np.ndarray, v0: np.ndarray, q1: np.ndarray, v1: np.ndarray
-    ) -> list[np.ndarray] | None:
-        """Joint positions at the control rate of the time-optimal jerk-limited move from
-        (q0, v0) at rest acceleration to (q1, v1); None if ruckig finds none."""
-        from ruckig import InputParameter, Result, Ruckig, Trajectory
-
-        cfg = self.cfg
-        inp = InputParameter(7)
-        inp.current_position, inp.current_velocity = list(q0), list(v0)
-        inp.current_acceleration = [0.0] * 7
-        inp.target_position, inp.target_velocity = list(q1), list(v1)
-        inp.target_acceleration = [0.0] * 7
-        limits = robots.RIZON4S_VEL_LIMITS * cfg.vel_share
-        inp.max_velocity = list(np.maximum(limits, np.abs(v1) * 1.05))
-        inp.max_acceleration = [cfg.max_acc] * 7
-        inp.max_jerk = [cfg.max_jerk] * 7
-        traj = Trajectory(7)
-        if Ruckig(7).calculate(inp, traj) not in (Result.Working, Result.Finished):
-            return None
-        n = max(1, int(np.ceil(traj.duration * self.fps)))
-        return [
-            np.asarray(traj.at_time(min((k + 1) * self.dt, traj.duration))[0]) for k in range(n)
-        ]
-
-    def _carry_path(
-        self, kin: ArmKinematics, q0: np.ndarray, q1: np.ndarray, hand: np.ndarray
-    ) -> list[np.ndarray] | None:
-        """Collision-free joint waypoints from q0 to q1: straight if that is free, else
-        RRT-Connect and shortcutting."""
-        if self._free(kin, q0, q1, hand):
-            return [q0, q1]
-        from ompl import base as ob
-        from ompl import geometric as og
-        from ompl import util as ou
-
-        ou.setLogLevel(ou.LOG_WARN)
-        space = ob.RealVectorStateSpace(7)
-        bounds = ob.RealVectorBounds(7)
-        for i in range(7):
-            bounds.setLow(i, float(kin.lo[i]))
-            bounds.setHigh(i, float(kin.hi[i]))
-        space.setBounds(bounds)
-        si = ob.SpaceInformation(space)
-        si.setStateValidityChecker(
-            lambda s: not kin.collides(np.array([s[i] for i in range(7)]), hand)
-        )
-        si.setStateValidityCheckingResolution(0.01)
-        si.setup()
-        start, goal = space.allocState(), space.allocState()
-        for i in range(7):
-            start[i], goal[i] = float(q0[i]), float(q1[i])
-        pdef = ob.ProblemDefinition(si)
-        pdef.setStartAndGoalStates(start, goal)
-        planner = og.RRTConnect(si)
-        planner.setProblemDefinition(pdef)
-        planner.setup()
-        if not planner.solve(self.cfg.carry_plan_s) or not pdef.hasExactSolution():
-            return None
-        path = pdef.getSolutionPath()
-        og.PathSimplifier(si).simplifyMax(path)
-        return [
-            np.array([path.getState(k)[i] for i in range(7)]) for k in range(path.getStateCount())
-        ]
-
-    @staticmethod
-    def _free(kin: ArmKinematics, q0: np.ndarray, q1: np.ndarray, hand: np.ndarray) -> bool:
-        n = max(2, int(np.ceil(np.abs(q1 - q0).max() / 0.02)))
-        return not any(kin.collides(q0 + (q1 - q0) * u, hand) for u in np.linspace(0, 1, n))

@@ -1,0 +1,102 @@
+"""The planner's arm kinematics: collision limits in the inverse kinematics, and the carry
+planner's routes."""
+
+from __future__ import annotations
+
+import mujoco
+import numpy as np
+import pytest
+
+from r2s2r.behavior.kinematics import ArmKinematics, AvoidCfg, planning_model
+from r2s2r.behavior.routes import JointLimits, OmplCarry, free_segment
+from r2s2r.sim.closures import PRESHAPE
+from r2s2r.sim.env import PickSortEnv
+from r2s2r.sim.scene import PALM_DOWN
+from r2s2r.worlds import load_task, load_world
+
+# A low left-arm TCP target, hand turned, that the unconstrained solution from home reaches
+# with the wrist (links 5 and 6) in the table; the redundancy has a free solution (found by
+# sampling targets in the nominal cell).
+WRIST_IN_TABLE = np.array([-0.1273, -0.2234, 0.8523, -0.6095, 0.6095, 0.3584, -0.3584])
+
+
+@pytest.fixture(scope="module")
+def cell() -> tuple[ArmKinematics, np.ndarray, mujoco.MjModel]:
+    task, world = load_task("pick_sort"), load_world("nominal")
+    env = PickSortEnv(world=world, task=task, images=False)
+    home = env.cell.home_qpos
+    return ArmKinematics(planning_model(task, world), "left", home), home, env.model
+
+
+def nearest(kin: ArmKinematics, q: np.ndarray, hand: np.ndarray, geoms: np.ndarray) -> float:
+    """The smallest distance (m) between ``geoms`` of the arm at ``q`` and the fixed parts."""
+    kin._set(q, hand)
+    fromto = np.zeros(6)
+    return min(
+        mujoco.mj_geomDistance(kin.model, kin.data, int(a), int(b), 0.5, fromto)
+        for a in geoms
+        for b in kin.fixed_geoms
+    )
+
+
+def test_collision_limits_keep_the_hand_off_the_table(cell) -> None:
+    kin, home, _ = cell
+    q0 = home[kin.qadr]
+    pose = kin.fk(q0)
+    pose[2] -= 0.3  # Pushes the open hand's fingertips into the table.
+    hand = np.zeros(20)
+    free_q, reached = kin.ik(pose, q0)
+    assert reached and kin.collides(free_q, hand)
+    held_q, reached = kin.ik(pose, q0, avoid="all", hand=hand)
+    assert not reached
+    assert not kin.collides(held_q, hand)
+    mine = np.concatenate([kin.link_geoms, kin.hand_geoms])
+    assert nearest(kin, held_q, hand, mine) > AvoidCfg().safety_m - 0.003
+    # The arm's links alone stay clear of it: with only them limited, the target is met.
+    links_q, reached = kin.ik(pose, q0, avoid="links")
+    assert reached and not kin.collides(links_q, links_only=True)
+
+
+def test_collision_limits_use_the_redundancy(cell) -> None:
+    kin, home, _ = cell
+    q0 = home[kin.qadr]
+    free_q, reached = kin.ik(WRIST_IN_TABLE, q0)
+    assert reached and kin.collides(free_q, links_only=True), "the fixture no longer collides"
+    q, reached = kin.ik(WRIST_IN_TABLE, q0, avoid="links")
+    assert reached and not kin.collides(q, links_only=True)
+    np.testing.assert_allclose(kin.fk(q)[:3], WRIST_IN_TABLE[:3], atol=1e-3)
+    assert np.all(q >= kin.lo) and np.all(q <= kin.hi)
+
+
+def test_collision_limits_need_the_planning_model(cell) -> None:
+    kin, home, sim_model = cell
+    plain = ArmKinematics(sim_model, "left", home)
+    q0 = home[kin.qadr]
+    plain.ik(kin.fk(q0), q0)  # Without limits any cell model does.
+    with pytest.raises(ValueError, match="planning_model"):
+        plain.ik(kin.fk(q0), q0, avoid="links")
+    with pytest.raises(ValueError, match="avoid"):
+        kin.ik(kin.fk(q0), q0, avoid="hand")
+
+
+def test_cpu_carry_route_goes_round_an_obstacle(cell) -> None:
+    kin, home, _ = cell
+    q0 = home[kin.qadr]
+    # Low in the left bin, then low beside it: the straight joint move cuts its wall.
+    bin_pos = np.asarray(load_world("nominal").layout.bins["left bin"].pos, float)
+    quat = PALM_DOWN.as_quat(scalar_first=True)
+    q_in, ok_in = kin.ik(
+        np.concatenate([bin_pos + [0, 0, 0.15], quat]), q0, avoid="all", hand=PRESHAPE
+    )
+    q_out, ok_out = kin.ik(
+        np.concatenate([bin_pos + [0.25, 0, 0.07], quat]), q_in, avoid="all", hand=PRESHAPE
+    )
+    assert ok_in and ok_out and not free_segment(kin, q_in, q_out, PRESHAPE)
+    dt = 0.02
+    limits = JointLimits.share(0.5, 3.0, 20.0)
+    route = OmplCarry(limits, dt, plan_s=2.0).carry(kin, q_in, q_out, PRESHAPE)
+    assert route is not None
+    np.testing.assert_allclose(route[-1], q_out, atol=1e-6)
+    steps = np.vstack([q_in, route])
+    assert np.all(np.abs(np.diff(steps, axis=0)) / dt <= limits.velocity * 1.01)
+    assert all(free_segment(kin, a, b, PRESHAPE) for a, b in zip(steps, steps[1:], strict=False))
