@@ -198,7 +198,12 @@ def test_generation_keeps_successes_logs_failures_resumes_and_repeats(
         assert row["object_ids"] == [r["instance"]["object_name"]]
         assert row["belt_speed"] == pytest.approx(r["instance"]["belt_speed"])
 
-    # Resuming asks for one more and continues after the logged attempts.
+    # Resuming asks for one more and continues after the logged attempts (also a job
+    # logged before the carry planner was an argument: it planned on the CPU).
+    job_path = cfg.out / "generation/job.json"
+    job = json.loads(job_path.read_text())
+    assert job.pop("planner") == "cpu"
+    job_path.write_text(json.dumps(job))
     gen = Generator(dataclasses.replace(cfg, episodes=3))
     more = gen.run()
     gen.close()

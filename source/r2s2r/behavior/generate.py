@@ -60,6 +60,8 @@ class GenerateCfg:
     episodes: int = 10
     world: str | Path = "nominal"
     behavior: Literal["adapted", "planned"] = "adapted"
+    # The planned behavior's carry planner: OMPL on the CPU, or cuRobo (NVIDIA GPU).
+    planner: Literal["cpu", "curobo"] = "cpu"
     seed: int = 0
     select: Select = "nearest"
     # Stop after this many attempts even if fewer episodes were kept (default 20 per episode).
@@ -90,6 +92,10 @@ class Generator:
         self.world_name = Path(str(cfg.world)).stem
         if cfg.behavior not in ("adapted", "planned"):
             raise ValueError(f"behavior: expected adapted or planned, got {cfg.behavior!r}")
+        if cfg.planner not in ("cpu", "curobo"):
+            raise ValueError(f"planner: expected cpu or curobo, got {cfg.planner!r}")
+        if cfg.planner != "cpu" and cfg.behavior != "planned":
+            raise ValueError(f"--planner {cfg.planner} plans routes: it needs --behavior planned")
         if cfg.behavior == "adapted" and cfg.source is None:
             raise ValueError("the adapted behavior needs real demonstrations: pass --source DIR")
         # With a source dataset, instances are drawn over the objects its demos handle, for
@@ -108,11 +114,17 @@ class Generator:
         # Where each demo's own instance sits, for choosing the nearest demo.
         self._own = [instance_of(d, self.task, self.world) for d in self.demos]
         self.executor = Executor(self.world, self.task)
-        self.planner = (
-            Planner(self.world, self.task, self.executor.env.cell, trial=self.executor.run)
-            if cfg.behavior == "planned"
-            else None
-        )
+        self.planner = None
+        if cfg.behavior == "planned":
+            cell = self.executor.env.cell
+            carry = None
+            if cfg.planner == "curobo":
+                from r2s2r.behavior.curobo import CuroboCarry
+
+                carry = CuroboCarry(self.world, self.task, cell.scene.model)
+            self.planner = Planner(
+                self.world, self.task, cell, trial=self.executor.run, carry=carry
+            )
         self.renderer = ReplayRenderer(self.world, self.task) if cfg.image_size else None
         self.log_path = cfg.out / LOG_DIR / "attempts.jsonl"
         self._this_run: list[dict[str, Any]] = []
@@ -276,6 +288,7 @@ class Generator:
         cfg = self.cfg
         return {
             "behavior": cfg.behavior,
+            "planner": cfg.planner,
             "world": str(cfg.world),
             "seed": cfg.seed,
             "select": cfg.select,
@@ -291,6 +304,7 @@ class Generator:
         job = self._job()
         if path.is_file():
             before = json.loads(path.read_text())
+            before.setdefault("planner", "cpu")  # Jobs from before the choice.
             changed = sorted(k for k in job if before.get(k) != job[k])
             if changed:
                 detail = ", ".join(f"{k}: {before.get(k)!r} -> {job[k]!r}" for k in changed)
@@ -359,6 +373,7 @@ class Generator:
         return {
             "world": self.world_name,
             "behavior": self.cfg.behavior,
+            "planner": self.cfg.planner if self.cfg.behavior == "planned" else None,
             "kept": len(kept),
             "attempts": attempts,
             "success_rate": len(kept) / attempts if attempts else 0.0,

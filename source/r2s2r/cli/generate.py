@@ -17,6 +17,11 @@ class BehaviorKind(StrEnum):
     planned = "planned"
 
 
+class PlannerKind(StrEnum):
+    cpu = "cpu"
+    curobo = "curobo"
+
+
 class SelectKind(StrEnum):
     nearest = "nearest"
     random = "random"
@@ -39,6 +44,12 @@ def generate(
     behavior: Annotated[
         BehaviorKind, typer.Option("--behavior", help="how commands are made")
     ] = BehaviorKind.adapted,
+    planner: Annotated[
+        PlannerKind,
+        typer.Option(
+            "--planner", help="carry planner of --behavior planned: cpu (OMPL) or curobo (GPU)"
+        ),
+    ] = PlannerKind.cpu,
     seed: Annotated[int, typer.Option("--seed", help="draws instances, noise and demos")] = 0,
     select: Annotated[
         SelectKind, typer.Option("--select", help="which source demo an instance adapts")
@@ -72,6 +83,7 @@ def generate(
         episodes=episodes,
         world=world,
         behavior=behavior.value,
+        planner=planner.value,
         seed=seed,
         select=select.value,
         max_attempts=max_attempts,
