@@ -265,3 +265,20 @@ def test_every_registered_env_can_be_made_reset_and_stepped(
         expected = "grounded" if "Grounded" in env_id else "nominal"
         assert env.unwrapped.world_spec.name == expected
         env.close()
+
+
+def test_diverged_physics_truncates_the_episode_as_unstable() -> None:
+    """A fault injected into the simulation (a non-finite object velocity; MuJoCo warns and
+    resets the state) truncates the episode with ``info["unstable"]``, no reward and no
+    success, however the reset state would be judged; the next reset clears it."""
+    env = PickSortEnv(images=False)
+    obs, info = env.reset(seed=0)
+    assert info["unstable"] is False
+    obs, reward, terminated, truncated, info = env.step(hold(obs))
+    assert not (truncated or info["unstable"])
+    env.physics.mjdata(0).qvel[-6:] = np.nan
+    obs, reward, terminated, truncated, info = env.step(hold(obs))
+    assert info["unstable"] and truncated and not terminated
+    assert reward == 0.0 and not info["success"]
+    obs, info = env.reset(seed=0)
+    assert not info["unstable"]

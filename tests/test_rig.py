@@ -240,3 +240,19 @@ def test_only_benchmarks_and_evaluation_can_reach_the_truth() -> None:
         if "reveal_truth" in text or "__truth" in text or "TwinTruth" in text:
             offenders.append(rel)
     assert offenders == [], f"modules that reach the twin's truth: {offenders}"
+
+
+def test_twin_whose_physics_diverges_ends_the_episode_unjudged() -> None:
+    """A fault injected into the twin's simulation (non-finite joint velocities, which MuJoCo
+    answers by resetting the state) ends the episode as ``unstable``: not a success, not an
+    object status, until the next object is presented."""
+    twin = TwinRig(seed=3)
+    twin.present("green_can")
+    twin.step(5)
+    assert twin.episode_outcome() == ("pending", False, False)
+    twin._physics.data.qvel[:] = np.nan
+    twin.step()
+    assert twin.episode_outcome() == ("unstable", False, True)
+    twin.present("green_can")
+    twin.step()
+    assert twin.episode_outcome() == ("pending", False, False)

@@ -291,3 +291,28 @@ def test_make_vec_builds_the_batched_env() -> None:
     obs, reward, terminated, truncated, info = envs.step(hold)
     assert reward.shape == (2,) and terminated.shape == (2,)
     envs.close()
+
+
+def test_diverged_world_ends_unstable_and_others_go_on(scene: Scene) -> None:
+    """A fault injected into one world (non-finite object velocity) marks that world
+    unstable on both backends: truncated, never a success or a judged outcome, until its
+    reset; the other worlds are untouched."""
+    cells = {
+        "mujoco": Cell(scene, MujocoPhysics(scene.model)),
+        "warp": Cell(scene, WarpPhysics(scene.model, 2)),
+    }
+    for name, cell in cells.items():
+        reset(cell)
+        faulty = cell.n - 1
+        vadr = cell.idx.obj_vadr[cell.chosen[faulty, 0]]
+        qpos = cell.physics.state()[0][[faulty]][:, :0]
+        vel = np.full((1, 6), np.nan)
+        cell.physics.write_qpos(np.array([faulty]), np.arange(0), qpos, vadr + np.arange(6), vel)
+        cell.step(hold_action(cell))
+        assert cell.unstable[faulty] and cell.truncated[faulty], name
+        assert not cell.success[faulty] and not cell.terminated[faulty], name
+        assert not cell.unstable[: cell.n - 1].any(), name
+        cell.reset(np.array([faulty]), [np.random.default_rng(0)])
+        assert not cell.unstable.any(), name
+        cell.step(hold_action(cell))
+        assert not cell.unstable.any(), name

@@ -198,9 +198,13 @@ class TwinRig:
 
     def episode_outcome(self) -> tuple[str, bool, bool]:
         """The presented object's status (``pending``, ``sorted``, ``wrong_bin`` or
-        ``dropped``), whether the episode succeeded, and whether it is over; what a person
-        at the cell sees, and the success label a recorder stores."""
+        ``dropped``; ``unstable`` if the twin's physics diverged), whether the episode
+        succeeded, and whether it is over; what a person at the cell sees, and the success
+        label a recorder stores."""
         with self._lock:
+            if self._cell.unstable[0]:
+                # The twin's physics diverged: no outcome to judge, and the episode is over.
+                return "unstable", False, True
             status = STATUS_NAMES[int(self._cell.status[0, 0])]
             return status, bool(self._cell.success[0]), bool(self._cell.terminated[0])
 

@@ -154,6 +154,8 @@ class Cell:
         self.status = np.zeros((self.n, s), dtype=int)
         self.belt_speed = np.zeros(self.n)
         self.steps = np.zeros(self.n, dtype=int)
+        # Worlds whose physics diverged this episode (their outcome means nothing).
+        self.unstable = np.zeros(self.n, dtype=bool)
         self.ctrl = np.tile(self._home_ctrl, (self.n, 1))
 
     # ----------------------------------------------------------------- episodes
@@ -230,6 +232,7 @@ class Cell:
         self.spawned[worlds] = False
         self.status[worlds] = PENDING
         self.steps[worlds] = 0
+        self.unstable[worlds] = False
         self.ctrl[worlds] = self._home_ctrl
         self.ctrl[worlds, self.idx.belt_ctrl] = self.belt_speed[worlds]
         qpos = np.tile(self._home_qpos, (k, 1))
@@ -286,6 +289,7 @@ class Cell:
                 self.ctrl,
             )
         self.physics.step(self.ctrl, self.nsub)
+        self.unstable |= self.physics.diverged()
         self.steps += 1
         self._wrap_belt()
         self._spawn_due(self._all_worlds)
@@ -414,15 +418,17 @@ class Cell:
 
     @property
     def terminated(self) -> np.ndarray:
-        return self.spawned.all(axis=1) & (self.status != PENDING).all(axis=1)
+        judged = self.spawned.all(axis=1) & (self.status != PENDING).all(axis=1)
+        return judged & ~self.unstable
 
     @property
     def truncated(self) -> np.ndarray:
-        return self.steps >= self.max_steps
+        """Out of time, or the physics diverged (the episode cannot go on)."""
+        return (self.steps >= self.max_steps) | self.unstable
 
     @property
     def success(self) -> np.ndarray:
-        return (self.status == SORTED).all(axis=1)
+        return (self.status == SORTED).all(axis=1) & ~self.unstable
 
     def instruction(self, w: int) -> str:
         task = self.scene.task

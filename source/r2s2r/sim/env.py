@@ -186,6 +186,7 @@ class PickSortEnv(gym.Env[dict[str, Any], np.ndarray]):
             "object_spawned": cell.spawned[0].copy(),
             "object_status": [STATUS_NAMES[s] for s in cell.status[0]],
             "success": bool(cell.success[0]),
+            "unstable": bool(cell.unstable[0]),
             "time": float(cell.time[0]),
         }
 

@@ -14,6 +14,14 @@ import numpy as np
 PhysicsName = Literal["mujoco", "mujoco_warp"]
 
 
+# MuJoCo's warnings for a state it found non-finite or beyond mjMAXVAL (it then resets it).
+DIVERGED_WARNINGS = (
+    mujoco.mjtWarning.mjWARN_BADQPOS,
+    mujoco.mjtWarning.mjWARN_BADQVEL,
+    mujoco.mjtWarning.mjWARN_BADQACC,
+)
+
+
 class Physics(Protocol):
     """What the env needs from a physics engine."""
 
@@ -51,6 +59,10 @@ class Physics(Protocol):
 
     def mjdata(self, world: int) -> mujoco.MjData:
         """A CPU ``MjData`` holding ``world``'s state with kinematics computed (for rendering)."""
+        ...
+
+    def diverged(self) -> np.ndarray:
+        """(N,) bool: worlds whose state became non-finite or huge since their reset."""
         ...
 
 
@@ -108,6 +120,12 @@ class MujocoPhysics:
         pos = self.data.site_xpos[site_ids][None]
         mat = self.data.site_xmat[site_ids].reshape(1, -1, 3, 3)
         return pos.copy(), mat.copy()
+
+    def diverged(self) -> np.ndarray:
+        # MuJoCo answers a bad state by warning and resetting the data (mj_resetData at
+        # reset clears the counters): the state alone would look like a fresh episode.
+        warned = any(self.data.warning[int(w)].number > 0 for w in DIVERGED_WARNINGS)
+        return np.array([warned])
 
     def mjdata(self, world: int) -> mujoco.MjData:
         # Cameras and lights follow the bodies they are mounted on.

@@ -208,6 +208,7 @@ class PickSortVectorEnv(gym.vector.VectorEnv[dict[str, Any], np.ndarray, np.ndar
         pos, _, _ = cell.object_states()
         return {
             "success": cell.success.copy(),
+            "unstable": cell.unstable.copy(),  # the physics diverged (truncates the episode)
             "time": cell.time.astype(np.float64),
             "belt_speed": cell.belt_speed.copy(),
             "status": cell.status.copy(),  # (N, S) codes, see cell.STATUS_NAMES

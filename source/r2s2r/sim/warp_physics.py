@@ -229,6 +229,13 @@ class WarpPhysics:
             self._state = (qpos, qvel)
         return self._state
 
+    def diverged(self) -> np.ndarray:
+        """Worlds (N,) whose state is non-finite or beyond MuJoCo's mjMAXVAL (mujoco_warp
+        does not reset them, so this lasts until their reset)."""
+        qpos, qvel = self.state()
+        finite = np.isfinite(qpos).all(axis=1) & np.isfinite(qvel).all(axis=1)
+        return ~finite | (np.abs(qvel) > mujoco.mjMAXVAL).any(axis=1)
+
     def write_qpos(
         self,
         worlds: np.ndarray,
