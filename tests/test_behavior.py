@@ -138,6 +138,35 @@ def test_adapting_a_demo_to_its_own_instance_reproduces_it(
         assert result.success, result.reason
 
 
+def test_an_arm_collision_fails_an_attempt_even_if_the_object_is_sorted(
+    demos: list[SourceDemo], task: TaskSpec
+) -> None:
+    """A fault injected mid-episode (the idle arm's shoulder thrown down, its links into the
+    table, before it springs back home) makes a sorted attempt a ``collision``: generated
+    data must not show the arm hitting the cell."""
+    demo = demos[0]
+    world = truth_world(demo)
+    own = instance_of(demo, task, world)
+    actions = adapt(demo, own, task, world)
+    executor = Executor(world, task, randomize_appearance=False)
+    assert executor.run(own, actions, seed=0).success
+    idle = 0 if np.ptp(actions[:, :7], axis=0).max() < 1e-9 else 1
+    env, step = executor.env, executor.env.step
+    shoulder = env.cell.idx.arm_qadr[idle][1]
+    calls = []
+
+    def faulty(action: np.ndarray):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        if len(calls) == len(actions) // 2:
+            env.physics.mjdata(0).qpos[shoulder] = -1.2
+        return step(action)
+
+    env.step = faulty  # type: ignore[method-assign]
+    result = executor.run(own, actions, seed=0)
+    assert result.status == "sorted"  # The object still made it ...
+    assert not result.success and result.reason == "collision"  # ... but the attempt fails.
+
+
 def test_a_shifted_object_shifts_the_grasp_and_not_the_release(
     demos: list[SourceDemo], task: TaskSpec
 ) -> None:

@@ -356,7 +356,7 @@ def test_sphere_model_hits_a_cuboid_whenever_the_cell_collides(
     kin = ArmKinematics(model, side, home)
 
     def reaches_a_cuboid(q: np.ndarray) -> bool:
-        kin.collides(q, hand)  # Poses the arm in kin.data.
+        kin.collides(q, hand, itself=False)  # Poses the arm in kin.data.
         placed = _placed_spheres(kin.data, model, side, spheres)
         centres = np.vstack([c for c, _ in placed.values()])
         radii = np.concatenate([r for _, r in placed.values()])
@@ -368,7 +368,8 @@ def test_sphere_model_hits_a_cuboid_whenever_the_cell_collides(
         q = _random_q(rng)
         touches = reaches_a_cuboid(q)
         flagged += touches
-        if kin.collides(q, hand):
+        # Against the cell (cuRobo checks the arm against itself with its own spheres).
+        if kin.collides(q, hand, itself=False):
             assert touches, f"q={q.round(3)} collides in MuJoCo but not in cuRobo's model"
             hit.append(q)
         else:
@@ -380,7 +381,8 @@ def test_sphere_model_hits_a_cuboid_whenever_the_cell_collides(
         lo, hi = 0.0, 1.0
         for _ in range(16):
             mid = (lo + hi) / 2
-            lo, hi = (lo, mid) if kin.collides(a + (b - a) * mid, hand) else (mid, hi)
+            inside = kin.collides(a + (b - a) * mid, hand, itself=False)
+            lo, hi = (lo, mid) if inside else (mid, hi)
         assert reaches_a_cuboid(a + (b - a) * hi)
 
 

@@ -7,7 +7,7 @@ import mujoco
 import numpy as np
 import pytest
 
-from r2s2r.behavior.kinematics import ArmKinematics, AvoidCfg, planning_model
+from r2s2r.behavior.kinematics import ArmKinematics, AvoidCfg, planning_model, self_contacts
 from r2s2r.behavior.routes import JointLimits, OmplCarry, free_segment
 from r2s2r.sim.closures import PRESHAPE
 from r2s2r.sim.env import PickSortEnv
@@ -100,3 +100,44 @@ def test_cpu_carry_route_goes_round_an_obstacle(cell) -> None:
     steps = np.vstack([q_in, route])
     assert np.all(np.abs(np.diff(steps, axis=0)) / dt <= limits.velocity * 1.01)
     assert all(free_segment(kin, a, b, PRESHAPE) for a, b in zip(steps, steps[1:], strict=False))
+
+
+def test_collision_check_includes_the_arm_itself(cell) -> None:
+    kin, home, _ = cell
+    q = home[kin.qadr].copy()
+    hand = np.zeros(20)
+    assert not kin.collides(q, hand)
+    q[5] = -0.26  # The wrist bent back from home: the fingers reach links 1 and 2.
+    assert kin.collides(q, hand)
+    # It is the arm itself: nothing of it touches a fixed part.
+    con = kin.data.contact[: kin.data.ncon]
+    mine = np.concatenate([kin.link_geoms, kin.hand_geoms])
+    fixed = kin.fixed_geoms
+    into_fixed = [
+        c
+        for c in con
+        if c.dist < -0.002
+        and ((c.geom1 in mine and c.geom2 in fixed) or (c.geom2 in mine and c.geom1 in fixed))
+    ]
+    assert not into_fixed
+    assert not kin.collides(q, links_only=True)  # The links alone are clear.
+
+
+def test_self_contacts_skip_neighbours_along_the_chain(cell) -> None:
+    kin, _, _ = cell
+    chain = kin.chain
+    link = {i: int(np.flatnonzero(chain == i)[0]) for i in (1, 2, 4, 5, 7)}
+    hand = np.flatnonzero(chain == 9)
+    pairs = np.array(
+        [
+            (link[2], link[4]),  # two apart: grazes at ordinary elbow angles, skipped
+            (link[2], link[5]),  # three apart: a collision
+            (hand[0], link[7]),  # the hand on the last link: skipped
+            (hand[0], link[4]),  # the hand on the forearm: a collision
+            (hand[0], hand[1]),  # finger on finger: the hand's own business
+            (link[1], int(np.flatnonzero(chain == -1)[0])),  # not the arm: not its own
+        ]
+    )
+    np.testing.assert_array_equal(
+        self_contacts(chain, pairs[:, 0], pairs[:, 1]), [False, True, False, True, False, False]
+    )

@@ -15,7 +15,7 @@ from typing import Any, TypedDict
 import mujoco
 import numpy as np
 
-from r2s2r.behavior.kinematics import ArmKinematics
+from r2s2r.behavior.kinematics import SELF_SKIP, ArmKinematics
 from r2s2r.sim import robots
 from r2s2r.spec import WorldSpec
 from r2s2r.spec.world import ARM_SIDES
@@ -45,7 +45,7 @@ class CuroboCfg:
     sphere_buffer_m: float = 0.0
     # Links this close along the chain (link1 .. link7, hand) are not checked for collisions
     # with each other (their spheres overlap at the joints).
-    self_collision_skip: int = 2
+    self_collision_skip: int = SELF_SKIP
     # Limits as the CPU planner's: a share of the arm's velocity limits, acceleration
     # (rad/s^2) and jerk (rad/s^3). cuRobo plans at full speed, with acceleration and jerk
     # limits raised to match, then slows the plan down by vel_share (its time dilation,

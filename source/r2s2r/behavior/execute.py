@@ -15,15 +15,17 @@ import mujoco
 import numpy as np
 
 from r2s2r.behavior.instance import TaskInstance
+from r2s2r.behavior.kinematics import arm_chain, self_contacts
 from r2s2r.data import proprio
 from r2s2r.sim.env import PickSortEnv
 from r2s2r.spec import TaskSpec, WorldSpec
-from r2s2r.spec.world import CAMERA_NAMES
+from r2s2r.spec.world import ARM_SIDES, CAMERA_NAMES
 
 # Failure reasons: the first six judged from an execution (in this order; ``unstable``: the
-# physics diverged, and MuJoCo reset the state), the last two given to an instance the
-# behavior could not produce commands for (a demo that cannot be adapted to it, no
-# collision-free plan).
+# physics diverged, and MuJoCo reset the state; ``collision``: an arm link touched the
+# cell's fixed parts, the other arm or its own arm, which fails an attempt even if the
+# object was sorted), the last two given to an instance the behavior could not produce
+# commands for (a demo that cannot be adapted to it, no collision-free plan).
 REASONS = (
     "unstable",
     "collision",
@@ -76,7 +78,11 @@ class Executor:
             world=world, task=task, images=False, randomize_appearance=randomize_appearance
         )
         model = self.env.model
-        self._arm_geoms = _geoms_of(model, _ARM_BODIES)
+        self._arm_geoms = [
+            _geoms_of(model, tuple(b for b in _ARM_BODIES if b.startswith(f"{side}_")))
+            for side in ARM_SIDES
+        ]
+        self._chains = [arm_chain(model, side) for side in ARM_SIDES]
         self._fixed_geoms = _geoms_of(model, _FIXED_BODIES)
         # Hand geom -> finger number (1 thumb .. 5), 0 for the palm.
         self._finger_of: dict[int, int] = {}
@@ -136,8 +142,10 @@ class Executor:
         )
         if unstable:
             attempt.success, attempt.reason = False, "unstable"
+        elif collided:
+            attempt.success, attempt.reason = False, "collision"
         elif not attempt.success:
-            attempt.reason = _reason(status, lift_step is not None, collided)
+            attempt.reason = _reason(status, lift_step is not None)
         return attempt
 
     def _hand_parts_touching(self, obj_geom: int) -> set[int]:
@@ -164,17 +172,21 @@ class Executor:
         if data.ncon == 0:
             return False
         g1, g2 = data.contact.geom1[: data.ncon], data.contact.geom2[: data.ncon]
-        a = np.isin(g1, self._arm_geoms) & np.isin(g2, self._fixed_geoms)
-        b = np.isin(g2, self._arm_geoms) & np.isin(g1, self._fixed_geoms)
-        return bool((a | b).any())
+        # An arm link against a fixed part, the other arm's links, or its own arm.
+        left = np.isin(g1, self._arm_geoms[0]) & np.isin(g2, self._arm_geoms[1])
+        right = np.isin(g2, self._arm_geoms[0]) & np.isin(g1, self._arm_geoms[1])
+        hits = left | right
+        for arm, chain in zip(self._arm_geoms, self._chains, strict=True):
+            hits |= np.isin(g1, arm) & np.isin(g2, self._fixed_geoms)
+            hits |= np.isin(g2, arm) & np.isin(g1, self._fixed_geoms)
+            hits |= self_contacts(chain, g1, g2)
+        return bool(hits.any())
 
     def close(self) -> None:
         self.env.close()
 
 
-def _reason(status: str, lifted: bool, collided: bool) -> str:
-    if collided:
-        return "collision"
+def _reason(status: str, lifted: bool) -> str:
     if not lifted:
         return "missed_grasp"
     if status == "dropped":

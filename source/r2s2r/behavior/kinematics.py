@@ -1,6 +1,6 @@
 """One arm of the cell model for planning: forward and inverse kinematics on MuJoCo's
 Jacobians, and collision checks of arm and hand configurations against the cell's fixed
-parts (table, belt, bins) and the other arm.
+parts (table, belt, bins), the other arm and the arm itself.
 
 The inverse kinematics is damped least squares from a seed, using the redundancy to stay
 near it. With collision limits, a solution that touches a fixed part is solved again with
@@ -31,6 +31,33 @@ _FIXED = ("world", "belt", "belt_frame", "bin:left bin", "bin:right bin")
 # within the geoms' margins too).
 TOUCH_M = 0.002
 _NONE: tuple[None, None, float] = (None, None, np.inf)  # No obstacle within reach.
+# Links this close along the chain (link1 .. link7, flange, hand) are not checked against
+# each other: their capsules meet about the joints between them (link2 and link4 graze at
+# ordinary elbow angles), where the real arm's joint limits keep them apart.
+SELF_SKIP = 2
+
+
+def arm_chain(model: mujoco.MjModel, side: str) -> np.ndarray:
+    """Per geom (ngeom,): its place along arm ``side``'s chain (1-7 the links, 8 the
+    flange, 9 the hand), -1 off the arm."""
+    chain = np.full(model.ngeom, -1)
+    names = [f"{side}_link{i}" for i in range(1, 8)] + [f"{side}_flange"]
+    place = {model.body(n).id: i + 1 for i, n in enumerate(names)}
+    for g in range(model.ngeom):
+        body = int(model.geom_bodyid[g])
+        if body in place:
+            chain[g] = place[body]
+        elif model.body(body).name.startswith(f"{side}_hand_"):
+            chain[g] = 9
+    return chain
+
+
+def self_contacts(chain: np.ndarray, g1: np.ndarray, g2: np.ndarray) -> np.ndarray:
+    """Which contacts (geom pairs g1, g2) are the arm against itself: a link against a link
+    or the hand more than ``SELF_SKIP`` places along the chain (not the hand against itself)."""
+    c1, c2 = chain[g1], chain[g2]
+    arm = (c1 >= 0) & (c2 >= 0) & ((c1 < 9) | (c2 < 9))
+    return arm & (np.abs(c1 - c2) > SELF_SKIP)
 
 
 @dataclass(frozen=True)
@@ -97,6 +124,7 @@ class ArmKinematics:
         self.link_geoms = _geoms(model, links)
         self.hand_geoms = _geoms(model, hand_bodies)
         self.fixed_geoms = _geoms(model, fixed)
+        self.chain = arm_chain(model, side)
         # Distances are seen only within the arm's geoms' margin (compiled in).
         mine = np.concatenate([self.link_geoms, self.hand_geoms])
         self.sees_m = float(model.geom_margin[mine].min())
@@ -271,10 +299,15 @@ class ArmKinematics:
 
     # ------------------------------------------------------------------ collisions
     def collides(
-        self, q: np.ndarray, hand: np.ndarray | None = None, links_only: bool = False
+        self,
+        q: np.ndarray,
+        hand: np.ndarray | None = None,
+        links_only: bool = False,
+        itself: bool = True,
     ) -> bool:
         """Whether the arm (and, unless ``links_only``, its hand in posture ``hand``)
-        penetrates the table, belt, bins or the other arm at joints ``q``."""
+        penetrates the table, belt, bins or the other arm at joints ``q``, or, with
+        ``itself``, the arm (``self_contacts``)."""
         self._set(q, hand if hand is not None else np.zeros(HAND_DOF))
         mujoco.mj_collision(self.model, self.data)
         n = self.data.ncon
@@ -285,4 +318,8 @@ class ArmKinematics:
         mine = self.link_geoms if links_only else np.concatenate([self.link_geoms, self.hand_geoms])
         a = np.isin(g1, mine) & np.isin(g2, self.fixed_geoms)
         b = np.isin(g2, mine) & np.isin(g1, self.fixed_geoms)
-        return bool(((a | b) & (dist < -TOUCH_M)).any())
+        hits = a | b
+        if itself:
+            chain = self.chain if not links_only else np.where(self.chain == 9, -1, self.chain)
+            hits |= self_contacts(chain, g1, g2)
+        return bool((hits & (dist < -TOUCH_M)).any())
