@@ -18,6 +18,7 @@ from r2s2r.behavior.instance import TaskInstance
 from r2s2r.behavior.kinematics import arm_chain, self_contacts
 from r2s2r.data import proprio
 from r2s2r.sim.env import PickSortEnv
+from r2s2r.sim.physics import MujocoPhysics
 from r2s2r.spec import TaskSpec, WorldSpec
 from r2s2r.spec.world import ARM_SIDES, CAMERA_NAMES
 
@@ -78,12 +79,18 @@ class Executor:
             world=world, task=task, images=False, randomize_appearance=randomize_appearance
         )
         model = self.env.model
-        self._arm_geoms = [
-            _geoms_of(model, tuple(b for b in _ARM_BODIES if b.startswith(f"{side}_")))
-            for side in ARM_SIDES
-        ]
+        physics = self.env.physics
+        assert isinstance(physics, MujocoPhysics)  # Attempts run on MuJoCo C (one world).
+        self._data = physics.data  # Its contacts are those of the last step.
+        # Per geom: which arm's link it is (-1: none), whether it is a fixed part, and its
+        # place along each arm's chain.
+        self._arm_of = np.full(model.ngeom, -1)
+        for i, side in enumerate(ARM_SIDES):
+            links = _geoms_of(model, tuple(b for b in _ARM_BODIES if b.startswith(f"{side}_")))
+            self._arm_of[links] = i
+        self._fixed = np.zeros(model.ngeom, dtype=bool)
+        self._fixed[_geoms_of(model, _FIXED_BODIES)] = True
         self._chains = [arm_chain(model, side) for side in ARM_SIDES]
-        self._fixed_geoms = _geoms_of(model, _FIXED_BODIES)
         # Hand geom -> finger number (1 thumb .. 5), 0 for the palm.
         self._finger_of: dict[int, int] = {}
         for g in range(model.ngeom):
@@ -168,17 +175,16 @@ class Executor:
         return steps / (time.perf_counter() - start)
 
     def _arm_hits_cell(self) -> bool:
-        data = self.env.physics.mjdata(0)
+        """Whether an arm link touches a fixed part, the other arm's links, or its own arm
+        (``self_contacts``) in the last step's contacts."""
+        data = self._data
         if data.ncon == 0:
             return False
         g1, g2 = data.contact.geom1[: data.ncon], data.contact.geom2[: data.ncon]
-        # An arm link against a fixed part, the other arm's links, or its own arm.
-        left = np.isin(g1, self._arm_geoms[0]) & np.isin(g2, self._arm_geoms[1])
-        right = np.isin(g2, self._arm_geoms[0]) & np.isin(g1, self._arm_geoms[1])
-        hits = left | right
-        for arm, chain in zip(self._arm_geoms, self._chains, strict=True):
-            hits |= np.isin(g1, arm) & np.isin(g2, self._fixed_geoms)
-            hits |= np.isin(g2, arm) & np.isin(g1, self._fixed_geoms)
+        a1, a2 = self._arm_of[g1], self._arm_of[g2]
+        hits = ((a1 >= 0) & self._fixed[g2]) | ((a2 >= 0) & self._fixed[g1])
+        hits |= (a1 >= 0) & (a2 >= 0) & (a1 != a2)
+        for chain in self._chains:
             hits |= self_contacts(chain, g1, g2)
         return bool(hits.any())
 
