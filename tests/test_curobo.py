@@ -15,7 +15,9 @@ import pytest
 from r2s2r.behavior import curobo, curobo_config
 from r2s2r.behavior.kinematics import ArmKinematics
 from r2s2r.sim import robots
+from r2s2r.sim.cell import Cell
 from r2s2r.sim.closures import CLAW_SHUT, POWER_GRASP
+from r2s2r.sim.physics import MujocoPhysics
 from r2s2r.sim.scene import build_scene
 from r2s2r.spec import TaskSpec, WorldSpec
 from r2s2r.spec.world import ARM_SIDES
@@ -42,8 +44,8 @@ CSPACE_KEYS = {
 
 @pytest.fixture(scope="module")
 def cell(task: TaskSpec, world: WorldSpec) -> tuple[mujoco.MjModel, np.ndarray]:
-    model = build_scene(task, world).model
-    return model, curobo_config.home_qpos(model, world)
+    scene = build_scene(task, world)
+    return scene.model, Cell(scene, MujocoPhysics(scene.model)).home_qpos
 
 
 def _random_q(rng: np.random.Generator) -> np.ndarray:
@@ -431,14 +433,12 @@ def test_robot_config_is_curobos_and_home_is_a_valid_start(
 
 
 def test_curobo_carry_without_curobo_says_how_to_install_it(
-    monkeypatch: pytest.MonkeyPatch,
-    cell: tuple[mujoco.MjModel, np.ndarray],
-    task: TaskSpec,
-    world: WorldSpec,
+    monkeypatch: pytest.MonkeyPatch, task: TaskSpec, world: WorldSpec
 ) -> None:
+    scene = build_scene(task, world)
     monkeypatch.setitem(sys.modules, "curobo", None)  # As on a machine without cuRobo.
     with pytest.raises(ImportError, match="cuRobo") as err:
-        curobo.CuroboCarry(world, task, cell[0], task.control_hz)
+        curobo.CuroboCarry(Cell(scene, MujocoPhysics(scene.model)))
     assert curobo.CUROBO_INSTALL in str(err.value)
     assert "pip install git+https://github.com/NVlabs/curobo.git" in str(err.value)
 

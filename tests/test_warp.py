@@ -296,7 +296,7 @@ def test_make_vec_builds_the_batched_env() -> None:
 def test_diverged_world_ends_unstable_and_others_go_on(scene: Scene) -> None:
     """A fault injected into one world (non-finite object velocity) marks that world
     unstable on both backends: truncated, never a success or a judged outcome, until its
-    reset; the other worlds are untouched."""
+    reset; the batch's other world stays stable."""
     cells = {
         "mujoco": Cell(scene, MujocoPhysics(scene.model)),
         "warp": Cell(scene, WarpPhysics(scene.model, 2)),
@@ -305,9 +305,10 @@ def test_diverged_world_ends_unstable_and_others_go_on(scene: Scene) -> None:
         reset(cell)
         faulty = cell.n - 1
         vadr = cell.idx.obj_vadr[cell.chosen[faulty, 0]]
-        qpos = cell.physics.state()[0][[faulty]][:, :0]
-        vel = np.full((1, 6), np.nan)
-        cell.physics.write_qpos(np.array([faulty]), np.arange(0), qpos, vadr + np.arange(6), vel)
+        nan = np.full((1, 6), np.nan)  # Only the velocity: no position is written.
+        cell.physics.write_qpos(
+            np.array([faulty]), np.arange(0), np.zeros((1, 0)), vadr + np.arange(6), nan
+        )
         cell.step(hold_action(cell))
         assert cell.unstable[faulty] and cell.truncated[faulty], name
         assert not cell.success[faulty] and not cell.terminated[faulty], name

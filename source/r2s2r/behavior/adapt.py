@@ -54,7 +54,7 @@ class AdaptCfg:
 def symmetry_period(task: TaskSpec, object_name: str) -> float:
     """The turn about the vertical (rad) that leaves the object looking the same; 0 for
     objects that look the same at any turn."""
-    obj = next(o for o in task.all_objects if o.name == object_name)
+    obj = task.object_named(object_name)
     if obj.shape in ("box", "ellipsoid"):
         return np.pi / 2 if np.isclose(obj.size[0], obj.size[1]) else np.pi
     return 0.0

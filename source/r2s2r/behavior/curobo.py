@@ -11,19 +11,17 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import mujoco
 import numpy as np
 
 from r2s2r.behavior.curobo_config import (
     CuroboCfg,
     cell_arm_urdf,
-    home_qpos,
     joint_names,
     robot_config,
     world_cuboids,
 )
 from r2s2r.behavior.kinematics import ArmKinematics
-from r2s2r.spec import TaskSpec, WorldSpec
+from r2s2r.sim.cell import Cell
 
 END_TOL_RAD = 1e-3  # The most a cuRobo route may miss its ends by.
 CUROBO_INSTALL = "pip install git+https://github.com/NVlabs/curobo.git --no-build-isolation"
@@ -56,23 +54,17 @@ class CuroboCarry:
 
     name = "curobo"
 
-    def __init__(
-        self,
-        world: WorldSpec,
-        task: TaskSpec,
-        model: mujoco.MjModel,
-        control_hz: float | None = None,
-        cfg: CuroboCfg | None = None,
-    ) -> None:
+    def __init__(self, cell: Cell, cfg: CuroboCfg | None = None) -> None:
         self._cu = _import_curobo()
+        world, task = cell.scene.world, cell.scene.task
         cfg = cfg or CuroboCfg()
         if not 0 < cfg.vel_share <= 1:
             raise ValueError(f"vel_share must be in (0, 1], got {cfg.vel_share}")
         if world.assets.arm_mjcf:
             raise ValueError("the cuRobo carry models the project's Rizon 4s, not a vendor arm")
-        self.model, self.cfg = model, cfg
-        self.dt = 1.0 / (control_hz or task.control_hz)
-        self.home = home_qpos(model, world)
+        self.model, self.cfg = cell.scene.model, cfg
+        self.dt = 1.0 / task.control_hz
+        self.home = cell.home_qpos
         self.retract = np.asarray(world.controller.home, float)
         self._sweep = world.layout.belt.texture_period / 2  # The belt slab's travel.
         self._dir = tempfile.TemporaryDirectory(prefix="r2s2r_curobo_")

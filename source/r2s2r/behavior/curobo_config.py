@@ -17,8 +17,6 @@ import numpy as np
 
 from r2s2r.behavior.kinematics import SELF_SKIP, ArmKinematics
 from r2s2r.sim import robots
-from r2s2r.spec import WorldSpec
-from r2s2r.spec.world import ARM_SIDES
 
 ROOT_LINK = "world"  # The URDF's root link: the cell frame.
 END_TOL_RAD = 1e-3  # The most a cuRobo route may miss its ends by.
@@ -313,11 +311,3 @@ def robot_config(
         "cspace": cspace,
     }
     return {"kinematics": kinematics}
-
-
-def home_qpos(model: mujoco.MjModel, world: WorldSpec) -> np.ndarray:
-    """The cell's home state (nq,): both arms at the controller's home, objects stored."""
-    qpos = model.qpos0.copy()
-    for side in ARM_SIDES:
-        qpos[[model.joint(j).qposadr[0] for j in joint_names(side)]] = world.controller.home
-    return qpos

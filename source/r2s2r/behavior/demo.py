@@ -98,6 +98,12 @@ def segment(demo: SourceDemo) -> dict[str, int]:
     return {"approach": 0, "grasp": grasp, "carry": carry, "release": release}
 
 
+def active_arm(tcp: np.ndarray) -> int:
+    """The arm (0 left, 1 right) whose TCP (T, 2, 7) moved farthest from where it started."""
+    moved = np.linalg.norm(tcp[:, :, :3] - tcp[:1, :, :3], axis=2).max(axis=0)
+    return int(np.argmax(moved))
+
+
 def _side(demo: SourceDemo) -> str:
     return ("left", "right")[demo.arm]
 
@@ -134,12 +140,11 @@ def load_demos(
         state = arrays[STATE_KEY].astype(float)
         actions = arrays[ACTION_KEY].astype(float)
         tcp = state[:, :14].reshape(-1, 2, 7)
-        moved = np.linalg.norm(tcp[:, :, :3] - tcp[:1, :, :3], axis=2).max(axis=0)
         demo = SourceDemo(
             name=f"{root.name}#{i}",
             episode=i,
             object_name=objects[0],
-            arm=int(np.argmax(moved)),
+            arm=active_arm(tcp),
             belt_speed=float(row["belt_speed"]),
             fps=ds.fps,
             actions=actions,

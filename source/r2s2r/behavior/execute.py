@@ -15,7 +15,7 @@ import mujoco
 import numpy as np
 
 from r2s2r.behavior.instance import TaskInstance
-from r2s2r.behavior.kinematics import arm_chain, self_contacts
+from r2s2r.behavior.kinematics import FIXED_BODIES, arm_chain, body_geoms, self_contacts
 from r2s2r.data import proprio
 from r2s2r.sim.env import PickSortEnv
 from r2s2r.sim.physics import MujocoPhysics
@@ -39,13 +39,6 @@ REASONS = (
 )
 # The object counts as lifted once this far above where it rested on the belt.
 LIFT_M = 0.03
-# Bodies that must not touch the cell's fixed parts (the hands may touch the belt).
-_ARM_BODIES = tuple(
-    f"{side}_{body}"
-    for side in ("left", "right")
-    for body in (*(f"link{i}" for i in range(1, 8)), "flange")
-)
-_FIXED_BODIES = ("world", "belt", "belt_frame", "bin:left bin", "bin:right bin")
 
 
 @dataclass
@@ -82,15 +75,15 @@ class Executor:
         physics = self.env.physics
         assert isinstance(physics, MujocoPhysics)  # Attempts run on MuJoCo C (one world).
         self._data = physics.data  # Its contacts are those of the last step.
-        # Per geom: which arm's link it is (-1: none), whether it is a fixed part, and its
-        # place along each arm's chain.
-        self._arm_of = np.full(model.ngeom, -1)
-        for i, side in enumerate(ARM_SIDES):
-            links = _geoms_of(model, tuple(b for b in _ARM_BODIES if b.startswith(f"{side}_")))
-            self._arm_of[links] = i
-        self._fixed = np.zeros(model.ngeom, dtype=bool)
-        self._fixed[_geoms_of(model, _FIXED_BODIES)] = True
+        # Per geom: its place along each arm's chain, which arm's link it is (-1: none;
+        # the hands may touch the belt), and whether it is a fixed part.
         self._chains = [arm_chain(model, side) for side in ARM_SIDES]
+        self._arm_of = np.full(model.ngeom, -1)
+        for i, chain in enumerate(self._chains):
+            self._arm_of[(chain >= 1) & (chain <= 8)] = i
+        self._fixed = np.zeros(model.ngeom, dtype=bool)
+        fixed = {model.body(b).id for b in FIXED_BODIES}
+        self._fixed[body_geoms(model, fixed)] = True
         # Hand geom -> finger number (1 thumb .. 5), 0 for the palm.
         self._finger_of: dict[int, int] = {}
         for g in range(model.ngeom):
@@ -129,7 +122,7 @@ class Executor:
                 break
             if lift_step is None and info["object_pos"][0, 2] - rest_z > LIFT_M:
                 lift_step, touching = j, self._hand_parts_touching(obj_geom)
-            collided |= self._arm_hits_cell()
+            collided = collided or self._arm_hits_cell()
             if terminated or truncated:
                 break
         status = info["object_status"][0]
@@ -156,7 +149,7 @@ class Executor:
         return attempt
 
     def _hand_parts_touching(self, obj_geom: int) -> set[int]:
-        data = self.env.physics.mjdata(0)
+        data = self._data
         g1, g2 = data.contact.geom1[: data.ncon], data.contact.geom2[: data.ncon]
         mine = np.concatenate([g1[g2 == obj_geom], g2[g1 == obj_geom]])
         return {self._finger_of[int(g)] for g in mine if int(g) in self._finger_of}
@@ -200,11 +193,6 @@ def _reason(status: str, lifted: bool) -> str:
     if status == "wrong_bin":
         return "wrong_bin"
     return "timeout"
-
-
-def _geoms_of(model: mujoco.MjModel, bodies: tuple[str, ...]) -> np.ndarray:
-    ids = {model.body(b).id for b in bodies}
-    return np.array([g for g in range(model.ngeom) if model.geom_bodyid[g] in ids])
 
 
 class ReplayRenderer:

@@ -59,7 +59,7 @@ def draw_instance(
 
 def scaled_object(task: TaskSpec, instance: TaskInstance) -> ObjectSpec:
     """The instance's object at the instance's size."""
-    obj = next(o for o in task.all_objects if o.name == instance.object_name)
+    obj = task.object_named(instance.object_name)
     if instance.scale == 1.0:
         return obj
     return obj.model_copy(update={"size": tuple(v * instance.scale for v in obj.size)})

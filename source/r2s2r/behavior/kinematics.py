@@ -26,7 +26,8 @@ from r2s2r.sim.scene import build_spec
 from r2s2r.spec import TaskSpec, WorldSpec
 from r2s2r.spec.world import ARM_SIDES
 
-_FIXED = ("world", "belt", "belt_frame", "bin:left bin", "bin:right bin")
+# The cell's parts that do not move (the world body holds the table and the floor).
+FIXED_BODIES = ("world", "belt", "belt_frame", "bin:left bin", "bin:right bin")
 # Penetration (m) below which a contact counts as a collision (MuJoCo reports contacts
 # within the geoms' margins too).
 TOUCH_M = 0.002
@@ -78,7 +79,8 @@ def _bodies(model: mujoco.MjModel, prefix: str) -> set[int]:
     return {b for b in range(model.nbody) if model.body(b).name.startswith(prefix)}
 
 
-def _geoms(model: mujoco.MjModel, bodies: set[int]) -> np.ndarray:
+def body_geoms(model: mujoco.MjModel, bodies: set[int]) -> np.ndarray:
+    """The geoms (ids) on ``bodies`` (ids)."""
     return np.array([g for g in range(model.ngeom) if model.geom_bodyid[g] in bodies])
 
 
@@ -120,35 +122,46 @@ class ArmKinematics:
         links = {model.body(f"{side}_link{i}").id for i in range(1, 8)}
         links.add(model.body(f"{side}_flange").id)
         hand_bodies = _bodies(model, f"{side}_hand_")
-        fixed = {model.body(b).id for b in _FIXED} | _bodies(model, f"{other}_")
-        self.link_geoms = _geoms(model, links)
-        self.hand_geoms = _geoms(model, hand_bodies)
-        self.fixed_geoms = _geoms(model, fixed)
+        fixed = {model.body(b).id for b in FIXED_BODIES} | _bodies(model, f"{other}_")
+        self.link_geoms = body_geoms(model, links)
+        self.hand_geoms = body_geoms(model, hand_bodies)
+        self.fixed_geoms = body_geoms(model, fixed)
         self.chain = arm_chain(model, side)
+        self._arm_and_hand = np.concatenate([self.link_geoms, self.hand_geoms])
+        # The chain without the hand, for checks of the links alone.
+        self._link_chain = np.where(self.chain == 9, -1, self.chain)
         # Distances are seen only within the arm's geoms' margin (compiled in).
-        mine = np.concatenate([self.link_geoms, self.hand_geoms])
-        self.sees_m = float(model.geom_margin[mine].min())
+        self.sees_m = float(model.geom_margin[self._arm_and_hand].min())
+        self._open = np.zeros(HAND_DOF)
         self._jp = np.zeros((3, model.nv))
         self._jr = np.zeros((3, model.nv))
 
     # ------------------------------------------------------------------ kinematics
     def _set(self, q: np.ndarray, hand: np.ndarray | None = None) -> None:
+        """Pose the arm at ``q`` and its hand at ``hand`` (open, all zeros, by default):
+        always both, so no result depends on an earlier call's hand (the Jacobian is taken
+        about the subtree's centre of mass, which the hand moves)."""
         self.data.qpos[self.qadr] = q
-        if hand is not None:
-            self.data.qpos[self.hand_qadr] = hand
+        self.data.qpos[self.hand_qadr] = self._open if hand is None else hand
         mujoco.mj_kinematics(self.model, self.data)
         mujoco.mj_comPos(self.model, self.data)
 
     def fk(self, q: np.ndarray) -> np.ndarray:
         """TCP pose (7,: x y z qw qx qy qz) at arm joints ``q``."""
         self._set(q)
-        quat = np.empty(4)
-        mujoco.mju_mat2Quat(quat, self.data.site_xmat[self.site])
-        return np.concatenate([self.data.site_xpos[self.site], quat])
+        return self._tcp_pose()
 
     def jacobian(self, q: np.ndarray) -> np.ndarray:
         """The TCP's 6x7 Jacobian (linear over angular) at ``q``."""
         self._set(q)
+        return self._tcp_jacobian()
+
+    def _tcp_pose(self) -> np.ndarray:
+        quat = np.empty(4)
+        mujoco.mju_mat2Quat(quat, self.data.site_xmat[self.site])
+        return np.concatenate([self.data.site_xpos[self.site], quat])
+
+    def _tcp_jacobian(self) -> np.ndarray:
         mujoco.mj_jacSite(self.model, self.data, self._jp, self._jr, self.site)
         return np.vstack([self._jp[:, self.dadr], self._jr[:, self.dadr]])
 
@@ -166,8 +179,9 @@ class ArmKinematics:
         """Joints that put the TCP at ``pose`` (7,), starting from ``seed`` (7,): within the
         joint limits, using the redundancy to stay near ``seed``, and with ``avoid`` "links"
         (the arm) or "all" (arm and hand in posture ``hand``, (20,)) kept ``safety_m`` from
-        the fixed parts. Returns (q, reached); a target the limits keep out of reach is not
-        reached."""
+        the fixed parts. Returns (q, reached); with ``avoid``, reached means collision-free
+        too (``collides`` with the same arguments), and a target the limits keep out of reach
+        is not reached."""
         if avoid not in (None, "links", "all"):
             raise ValueError(f"avoid must be None, 'links' or 'all', not {avoid!r}")
         if avoid and self.sees_m < self.avoid.detect_m:
@@ -176,19 +190,20 @@ class ArmKinematics:
                 f"{self.avoid.detect_m} m (theirs: {self.sees_m} m); build the model with "
                 "planning_model()"
             )
-        q, reached = self._descend(pose, seed, seed, iters, tol_m, tol_rad, None)
-        if avoid is None or not self.collides(q, hand, links_only=avoid == "links"):
+        q, reached = self._descend(pose, seed, seed, iters, tol_m, tol_rad, None, None)
+        links_only = avoid == "links"
+        if avoid is None or not self.collides(q, hand, links_only=links_only):
             return q, reached
         # Under the limits: first from the free solution, near the target, the fixed parts
         # pushing the arm out; then from the seed, where the limits steer the arm round
         # them from the start (though an obstacle between the seed and the target may
         # hold it up, as it would a path).
-        self.data.qpos[self.hand_qadr] = hand if hand is not None else np.zeros(HAND_DOF)
         for start in (q, seed):
-            q, reached = self._descend(pose, start, seed, iters, tol_m, tol_rad, avoid)
+            q, reached = self._descend(pose, start, seed, iters, tol_m, tol_rad, avoid, hand)
             if reached:
                 break
-        return q, reached
+        # The limits keep off the fixed parts only; the arm may still touch itself.
+        return q, reached and not self.collides(q, hand, links_only=links_only)
 
     def _descend(
         self,
@@ -199,19 +214,21 @@ class ArmKinematics:
         tol_m: float,
         tol_rad: float,
         avoid: str | None,
+        hand: np.ndarray | None,
     ) -> tuple[np.ndarray, bool]:
         """Iterate from ``start`` toward ``pose``; with ``avoid``, under collision limits
-        (the hand posture already set), until reached or held."""
+        (with the hand in posture ``hand``), until reached or held."""
         lo, hi = self.lo + 1e-3, self.hi - 1e-3
         q = np.clip(np.asarray(start, float).copy(), lo, hi)
         target_r = Rotation.from_quat(pose[3:], scalar_first=True)
         err = np.zeros(6)
         last = np.inf
         for k in range(iters):
-            now = self.fk(q)
+            self._set(q, hand)  # Pose, Jacobian and distances all at q.
+            now = self._tcp_pose()
             err[:3] = pose[:3] - now[:3]
             err[3:] = (target_r * Rotation.from_quat(now[3:], scalar_first=True).inv()).as_rotvec()
-            jac = self.jacobian(q)
+            jac = self._tcp_jacobian()
             rows, bound, nearest = self._distance_limits(avoid == "links") if avoid else _NONE
             if (
                 np.linalg.norm(err[:3]) < tol_m
@@ -252,7 +269,7 @@ class ArmKinematics:
             return _NONE
         con = self.data.contact
         g1, g2 = con.geom1[:n], con.geom2[:n]
-        mine = self.link_geoms if links_only else np.concatenate([self.link_geoms, self.hand_geoms])
+        mine = self.link_geoms if links_only else self._arm_and_hand
         first = np.isin(g1, mine) & np.isin(g2, self.fixed_geoms)
         second = np.isin(g2, mine) & np.isin(g1, self.fixed_geoms)
         near = np.flatnonzero((first | second) & (con.dist[:n] < self.avoid.detect_m))
@@ -308,18 +325,17 @@ class ArmKinematics:
         """Whether the arm (and, unless ``links_only``, its hand in posture ``hand``)
         penetrates the table, belt, bins or the other arm at joints ``q``, or, with
         ``itself``, the arm (``self_contacts``)."""
-        self._set(q, hand if hand is not None else np.zeros(HAND_DOF))
+        self._set(q, hand)
         mujoco.mj_collision(self.model, self.data)
         n = self.data.ncon
         if n == 0:
             return False
         con = self.data.contact
         g1, g2, dist = con.geom1[:n], con.geom2[:n], con.dist[:n]
-        mine = self.link_geoms if links_only else np.concatenate([self.link_geoms, self.hand_geoms])
+        mine = self.link_geoms if links_only else self._arm_and_hand
         a = np.isin(g1, mine) & np.isin(g2, self.fixed_geoms)
         b = np.isin(g2, mine) & np.isin(g1, self.fixed_geoms)
         hits = a | b
         if itself:
-            chain = self.chain if not links_only else np.where(self.chain == 9, -1, self.chain)
-            hits |= self_contacts(chain, g1, g2)
+            hits |= self_contacts(self._link_chain if links_only else self.chain, g1, g2)
         return bool((hits & (dist < -TOUCH_M)).any())

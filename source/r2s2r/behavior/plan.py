@@ -17,8 +17,8 @@ inverse kinematics (collision-limited where a plain solution touches the cell,
   shortcut, each piece timed with ruckig; or ``curobo.CuroboCarry`` on a GPU);
 - release: the hand opens over the bin.
 
-Every step is checked for collisions against the table, belt, bins and the other arm
-(``Plan.route`` keeps the joint route for that check). Commands are TCP targets (the
+Every step is checked for collisions against the table, belt, bins, the other arm and the arm
+itself (``Plan.route`` keeps the joint route for that check). Commands are TCP targets (the
 Cartesian controller's interface, as in real data) at the control rate.
 """
 
@@ -40,18 +40,14 @@ from r2s2r.rig.human import min_jerk
 from r2s2r.rig.teleop import teleop_arm
 from r2s2r.sim.cell import ACTION_PER_ARM, Cell
 from r2s2r.sim.closures import (
-    CLAW_BELOW_M,
-    CLAW_HEIGHT_M,
     CLAW_OPEN,
     CLAW_SHUT,
-    CLAW_SPAN_M,
-    FLAT_BELOW_M,
-    FLAT_GRASP,
-    PALM_CLEAR_M,
-    POWER_GRASP,
-    POWER_REACH_M,
     PRESHAPE,
     RELAXED,
+    claw_fits,
+    claw_offset,
+    power_offset,
+    power_shut,
 )
 from r2s2r.sim.scene import PALM_DOWN, fingers_direction
 from r2s2r.spec import TaskSpec, WorldSpec
@@ -166,15 +162,13 @@ class Planner:
             yaw = np.radians(yaw_deg)
             f = fingers_direction(yaw)
             half = obj.half_extent(f, axes)
-            top = obj.rest_height  # Object top above its centre.
-            if top < CLAW_BELOW_M and half <= CLAW_SPAN_M:
-                height = max(CLAW_HEIGHT_M, 2 * top + PALM_CLEAR_M) - top
-                offset = np.array([0.0, 0.0, height])
-                out.append((half, Grasp("claw", yaw, offset, CLAW_OPEN, CLAW_SHUT)))
+            rest = obj.rest_height
+            if claw_fits(rest, half):
+                claw = Grasp("claw", yaw, claw_offset(rest), CLAW_OPEN, CLAW_SHUT)
+                out.append((half, claw))
             elif half <= self.cfg.power_span_m:
-                shut = FLAT_GRASP if top < FLAT_BELOW_M else POWER_GRASP
-                offset = f * (half + POWER_REACH_M) + [0.0, 0.0, top]
-                out.append((half, Grasp("power", yaw, offset, PRESHAPE, shut)))
+                offset = power_offset(rest, half, f)
+                out.append((half, Grasp("power", yaw, offset, PRESHAPE, power_shut(rest))))
         out.sort(key=lambda c: (round(c[0], 3), abs(c[1].yaw - np.radians(-45.0))))
         return [g for _, g in out]
 
@@ -270,10 +264,10 @@ class Planner:
         home_q = self.home_q[side]
         pre = np.concatenate([grasp_pos - velocity * cfg.descend_s + up * cfg.hover_m, quat])
         q_pre, ok = kin.ik(pre, home_q, avoid="all", hand=grasp.open_hand)
-        if not ok or kin.collides(q_pre, grasp.open_hand):
+        if not ok:
             return None
-        q_grasp, ok = kin.ik(np.concatenate([grasp_pos, quat]), q_pre, avoid="links")
-        if not ok or kin.collides(q_grasp, grasp.open_hand, links_only=True):
+        _, ok = kin.ik(np.concatenate([grasp_pos, quat]), q_pre, avoid="links")
+        if not ok:
             return None
         t_pre = t_grasp - cfg.descend_s
         # Approach: home (at rest) to the pre-grasp pose moving with the belt.
@@ -284,7 +278,7 @@ class Planner:
         n_wait = int(round(t_pre * self.fps)) - len(approach)
         steps_q = [home_q] * n_wait + list(approach)
         phases = ["wait"] * n_wait + ["approach"] * len(approach)
-        tcp = [kin.fk(q) for q in steps_q]
+        tcp = [self.home_tcp[side]] * n_wait + [kin.fk(q) for q in approach]
         hands = [RELAXED] * n_wait + [
             RELAXED + (grasp.open_hand - RELAXED) * min_jerk(u)
             for u in np.linspace(0, 1, len(approach))
@@ -322,7 +316,7 @@ class Planner:
                     hand = grasp.shut_hand
                 pose = np.concatenate([pos, quat])
                 q, ok = kin.ik(pose, q, iters=60, avoid="links")
-                if not ok or kin.collides(q, links_only=True):
+                if not ok:
                     return None
                 if name == "close" and k == 0:
                     grasp_step = len(steps_q)
@@ -331,13 +325,13 @@ class Planner:
                 tcp.append(pose)
                 hands.append(hand)
         # Carry: a collision-free joint path to above the bin, then time-parameterized.
-        obj = next(o for o in self.task.all_objects if o.name == instance.object_name)
+        obj = self.task.object_named(instance.object_name)
         bin_pos = np.asarray(self.world.layout.bins[self.task.bin_for(obj).name].pos, float)
         above = np.concatenate(
             [bin_pos + [0.0, 0.0, cfg.carry_height_m] + grasp.offset * [1, 1, 0], quat]
         )
         q_bin, ok = kin.ik(above, q, avoid="all", hand=grasp.shut_hand)
-        if not ok or kin.collides(q_bin, grasp.shut_hand):
+        if not ok:
             return None
         carried = self.carry.carry(kin, q, q_bin, grasp.shut_hand)
         if carried is None:

@@ -8,6 +8,7 @@ to another.
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -119,16 +120,17 @@ class CarryPlanner(Protocol):
     def carry(
         self, kin: ArmKinematics, q0: np.ndarray, q1: np.ndarray, hand: np.ndarray
     ) -> np.ndarray | None:
-        """Joint positions (T, 7) at the control rate from ``q0`` (7,) at rest to ``q1``
-        (7,) at rest, without collisions between ``kin``'s arm, its hand in posture
-        ``hand`` (20,), and the fixed parts; None when there is no route."""
+        """Joint positions (T, 7) at the control rate after ``q0`` (7,, at rest) up to
+        ``q1`` (7,, at rest, the last row), without ``kin``'s arm, its hand in posture
+        ``hand`` (20,), touching the fixed parts or itself; None when there is no route."""
         ...
 
 
 class OmplCarry:
     """The CPU carry planner: straight in joint space if that is free, else OMPL's
-    RRT-Connect within ``plan_s`` seconds and shortcutting; each straight piece is timed
-    with ruckig (stopping at the waypoints)."""
+    RRT-Connect within ``plan_s`` seconds and shortcutting, seeded from the problem (the
+    same problem gives the same route unless the time budget runs out); each straight
+    piece is timed with ruckig (stopping at the waypoints)."""
 
     name = "cpu"
 
@@ -141,13 +143,13 @@ class OmplCarry:
         path = self.waypoints(kin, q0, q1, hand)
         if path is None:
             return None
-        route = [q0]
+        route: list[np.ndarray] = []
         for a, b in zip(path, path[1:], strict=False):
             seg = ruckig_move(a, np.zeros(7), b, np.zeros(7), self.limits, self.dt)
             if seg is None:
                 return None
             route.extend(seg)
-        return np.asarray(route[1:])
+        return np.asarray(route)
 
     def waypoints(
         self, kin: ArmKinematics, q0: np.ndarray, q1: np.ndarray, hand: np.ndarray
@@ -159,6 +161,12 @@ class OmplCarry:
         from ompl import geometric as og
         from ompl import util as ou
 
+        # OMPL seeds every new random generator (sampler, simplifier) from one process-wide
+        # sequence. Re-seeding it from the problem makes the route depend on the problem
+        # alone, not on what this process planned before (nor on --workers). OMPL reports
+        # the re-seed as an error ("already started"), which it is not here.
+        ou.setLogLevel(ou.LOG_NONE)
+        ou.RNG.setSeed(_problem_seed(q0, q1, hand))
         ou.setLogLevel(ou.LOG_WARN)
         space = ob.RealVectorStateSpace(7)
         bounds = ob.RealVectorBounds(7)
@@ -189,6 +197,12 @@ class OmplCarry:
         return [
             np.array([path.getState(k)[i] for i in range(7)]) for k in range(path.getStateCount())
         ]
+
+
+def _problem_seed(*arrays: np.ndarray) -> int:
+    """A positive 32-bit seed from the problem's numbers."""
+    data = np.round(np.concatenate([np.ravel(a) for a in arrays]), 9).tobytes()
+    return zlib.crc32(data) or 1
 
 
 def free_segment(kin: ArmKinematics, q0: np.ndarray, q1: np.ndarray, hand: np.ndarray) -> bool:

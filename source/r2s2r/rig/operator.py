@@ -28,18 +28,15 @@ from r2s2r.rig.interfaces import HandKeypoints
 from r2s2r.rig.retarget import HandKinematics
 from r2s2r.rig.teleop import HUMAN_HAND_SCALE, TrackerCalibration
 from r2s2r.sim.closures import (
-    CLAW_BELOW_M,
-    CLAW_HEIGHT_M,
     CLAW_OPEN,
     CLAW_SHUT,
-    CLAW_SPAN_M,
-    FLAT_BELOW_M,
-    FLAT_GRASP,
-    PALM_CLEAR_M,
-    POWER_GRASP,
     POWER_REACH_M,
     PRESHAPE,
     RELAXED,
+    claw_fits,
+    claw_offset,
+    power_offset,
+    power_shut,
 )
 from r2s2r.sim.scene import PALM_DOWN, fingers_direction
 from r2s2r.spec import TaskSpec, WorldSpec
@@ -56,14 +53,8 @@ class ScriptedOperator:
     """
 
     name = "scripted_operator"
-    # The grasp geometry of the hand's closures (``r2s2r.sim.closures``); the hover is this
+    # The grasp geometry is the hand's closures' (``r2s2r.sim.closures``); the hover is this
     # far above the grasp.
-    reach = POWER_REACH_M
-    flat_m = FLAT_BELOW_M
-    claw_below_m = CLAW_BELOW_M
-    claw_span = CLAW_SPAN_M
-    claw_h = CLAW_HEIGHT_M
-    palm_clear = PALM_CLEAR_M
     hover = 0.12
     # The carry ends this high above the bin's floor.
     carry_height = 0.25
@@ -110,11 +101,10 @@ class ScriptedOperator:
     # --------------------------------------------------------------------- episodes
     def begin(self, object_name: str, side: str) -> None:
         """Start an episode: ``object_name`` is on the belt, to be sorted with arm ``side``."""
-        obj = next(o for o in self.task.all_objects if o.name == object_name)
+        obj = self.task.object_named(object_name)
         layout = self.world.layout
         self.side = side
         self.obj = obj
-        self.flat = obj.rest_height < self.flat_m
         self.claw = False
         self.yaw = 0.0
         self.yaw_lead = 0.0  # The same by-eye correction for how the hand is turned.
@@ -173,10 +163,7 @@ class ScriptedOperator:
         fits between thumb and fingers, else the power grasp with the thumb half closed."""
         # Turned by eye, a few degrees off.
         self.yaw = self._grasp_yaw() + self.rng.normal(0.0, np.radians(3.0))
-        self.claw = (
-            self.obj.rest_height < self.claw_below_m
-            and self._half_along(fingers_direction(self.yaw)) <= self.claw_span
-        )
+        self.claw = claw_fits(self.obj.rest_height, self._half_along(fingers_direction(self.yaw)))
 
     def _object_axes(self) -> np.ndarray:
         """The seen object's axes (3, 3), one per column, in the cell frame."""
@@ -199,15 +186,14 @@ class ScriptedOperator:
     def _grasp_point(self, t: float) -> np.ndarray:
         obj = self._seen()
         lead = self.eyes.belt_speed() * self.lead_s
+        rest = self.obj.rest_height
         if self.claw:
             # The claw straddles the object, the palm clear of its top.
-            top = 2.0 * self.obj.rest_height
-            height = max(self.claw_h, top + self.palm_clear) - self.obj.rest_height
-            return obj + [lead, 0.0, height] + self.style.grasp_offset
+            return obj + claw_offset(rest) + [lead, 0.0, 0.0] + self.style.grasp_offset
         # The fingers come down just beyond the object's far side.
         fingers = fingers_direction(self.yaw)
-        reach = fingers * (self._half_along(fingers) + self.reach)
-        return obj + reach + [lead, 0.0, self.obj.rest_height] + self.style.grasp_offset
+        reach = power_offset(rest, self._half_along(fingers), fingers)
+        return obj + reach + [lead, 0.0, 0.0] + self.style.grasp_offset
 
     def _hover_point(self, t: float) -> np.ndarray:
         return self._grasp_point(t) + [0.0, 0.0, self.hover]
@@ -262,7 +248,7 @@ class ScriptedOperator:
             if self.claw:
                 grip = CLAW_OPEN + (CLAW_SHUT - CLAW_OPEN) * s.grasp_scale
             else:
-                grip = (FLAT_GRASP if self.flat else POWER_GRASP) * s.grasp_scale
+                grip = power_shut(self.obj.rest_height) * s.grasp_scale
             self.posture = blend(self._open_hand(), grip, dt / s.close_s)
             if dt >= s.close_s + s.hold_s:
                 self._grasped_z = self._seen()[2]
@@ -278,7 +264,7 @@ class ScriptedOperator:
                     seg = Segment(t, s.reach_s * 0.7, self.intent.copy(), self._hover_point)
                     self._go("regrasp", t, seg)
                 else:
-                    above = self.bin_pos + [0.0, self.reach, self.carry_height]
+                    above = self.bin_pos + [0.0, POWER_REACH_M, self.carry_height]
                     seg = Segment(t, s.carry_s, self.intent.copy(), lambda u: above, s.via_carry)
                     self._go("carry", t, seg)
         elif self.phase == "carry":

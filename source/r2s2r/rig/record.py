@@ -298,7 +298,7 @@ class Recorder:
 
     def instruction(self, object_name: str) -> str:
         """The task instruction for ``object_name``."""
-        obj = next(o for o in self.task.all_objects if o.name == object_name)
+        obj = self.task.object_named(object_name)
         return self.task.instruction.format(
             object=obj.name.replace("_", " "), bin=self.task.bin_for(obj).name
         )

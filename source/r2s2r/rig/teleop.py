@@ -92,7 +92,7 @@ class TrackerCalibration:
 
 def teleop_arm(task: TaskSpec, world: WorldSpec, object_name: str) -> str:
     """The arm that sorts ``object_name``: the one on its bin's side of the cell."""
-    obj = next(o for o in task.all_objects if o.name == object_name)
+    obj = task.object_named(object_name)
     bin_x = world.layout.bins[task.bin_for(obj).name].pos[0]
     return "left" if bin_x < 0 else "right"
 

@@ -36,3 +36,27 @@ CLAW_BELOW_M = 0.026
 CLAW_SPAN_M = 0.056
 CLAW_HEIGHT_M = 0.06
 PALM_CLEAR_M = 0.025
+
+
+def claw_fits(rest_height: float, half: float) -> bool:
+    """Whether the claw takes an object of half-height ``rest_height`` whose side the hand
+    spans reaches ``half`` from its centre."""
+    return rest_height < CLAW_BELOW_M and half <= CLAW_SPAN_M
+
+
+def claw_offset(rest_height: float) -> np.ndarray:
+    """Where the claw puts the TCP relative to the object's centre (3,): over it, the palm
+    clear of its top."""
+    height = max(CLAW_HEIGHT_M, 2.0 * rest_height + PALM_CLEAR_M) - rest_height
+    return np.array([0.0, 0.0, height])
+
+
+def power_offset(rest_height: float, half: float, fingers: np.ndarray) -> np.ndarray:
+    """Where a power grasp puts the TCP relative to the object's centre (3,): just beyond
+    its far side along the (horizontal) ``fingers`` direction, level with its top."""
+    return fingers * (half + POWER_REACH_M) + [0.0, 0.0, rest_height]
+
+
+def power_shut(rest_height: float) -> np.ndarray:
+    """The power grasp's closed posture: the thumb half closed for flat objects."""
+    return FLAT_GRASP if rest_height < FLAT_BELOW_M else POWER_GRASP

@@ -169,6 +169,13 @@ class TaskSpec(Spec):
     def all_objects(self) -> tuple[ObjectSpec, ...]:
         return self.objects + self.novel_objects
 
+    def object_named(self, name: str) -> ObjectSpec:
+        """The object (nominal or novel) called ``name``."""
+        for obj in self.all_objects:
+            if obj.name == name:
+                return obj
+        raise KeyError(f"task {self.name}: no object {name!r}")
+
     def bin_for(self, obj: ObjectSpec) -> BinSpec:
         """The sorting rule: the bin whose categories include the object's category."""
         for b in self.bins:
