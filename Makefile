@@ -35,6 +35,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check source tests
 	$(BIN)/ruff format --check source tests
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 format: $(STAMP)
 	$(BIN)/ruff format source tests

@@ -17,7 +17,7 @@ except ImportError:  # Not installed: run from the source tree.
 import pytest
 
 from r2s2r.spec import TaskSpec, WorldSpec
-from r2s2r.worlds import load_task, load_world
+from r2s2r.spec.worlds import load_task, load_world
 
 
 @pytest.fixture(scope="session")

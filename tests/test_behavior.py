@@ -33,14 +33,14 @@ from r2s2r.data import (
     DatasetWriter,
     verify,
 )
+from r2s2r.data.record import Recorder
 from r2s2r.rig.operator import ScriptedOperator, TwinEyes
-from r2s2r.rig.record import Recorder
 from r2s2r.rig.safety import SafetySupervisor
 from r2s2r.rig.teleop import TeleopSession, TrackerCalibration
 from r2s2r.rig.twin import TwinRig
 from r2s2r.sim.env import PickSortEnv
 from r2s2r.spec import TaskSpec, WorldSpec
-from r2s2r.worlds import load_task, load_world
+from r2s2r.spec.worlds import load_task, load_world
 
 runner = CliRunner()
 # Twin seeds whose scripted-operator take succeeds: puck (left arm), brick, can, flat box.

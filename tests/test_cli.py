@@ -81,7 +81,7 @@ def test_export_writes_a_loadable_mjcf(tmp_path) -> None:  # type: ignore[no-unt
     import mujoco
 
     from r2s2r.sim.scene import build_scene
-    from r2s2r.worlds import load_task, load_world
+    from r2s2r.spec.worlds import load_task, load_world
 
     out = tmp_path / "cell.xml"
     result = runner.invoke(app, ["sim", "export", "--out", str(out)])

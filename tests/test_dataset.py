@@ -39,7 +39,7 @@ from r2s2r.data.layout import data_path, video_path
 from r2s2r.sim.env import PickSortEnv
 from r2s2r.sim.scripted import ScriptedPicker
 from r2s2r.spec.world import CAMERA_NAMES
-from r2s2r.worlds import load_world
+from r2s2r.spec.worlds import load_world
 
 runner = CliRunner()
 SIZE = 64

@@ -25,12 +25,12 @@ import pytest
 import yaml
 from scipy.spatial.transform import Rotation
 
+from r2s2r.geometry.poses import compose, invert
 from r2s2r.rig import interfaces
 from r2s2r.rig.drivers import flexiv, manus, vive, wuji, zed
 from r2s2r.rig.drivers.manual import ManualConveyor, OperatorPresenter
 from r2s2r.rig.drivers.opencv_camera import OpenCVCamera
 from r2s2r.rig.hardware import HardwareRig
-from r2s2r.rig.poses import compose, invert
 from r2s2r.rig.safety import SafetyLimits
 from r2s2r.sim.camera import Intrinsics
 from r2s2r.spec import SpecError

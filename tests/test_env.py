@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 import r2s2r
+from r2s2r.geometry.rotations import quat_conj, quat_mul, quat_to_rotvec, rotvec_to_quat
 from r2s2r.sim.cell import DROPPED, SORTED, WRONG_BIN
 from r2s2r.sim.env import PickSortEnv
-from r2s2r.sim.rotations import quat_conj, quat_mul, quat_to_rotvec, rotvec_to_quat
 from r2s2r.spec import SpecError
 
 CONFIG = Path(__file__).resolve().parents[1] / "config"

@@ -14,7 +14,8 @@ from scipy.spatial.transform import Rotation
 from typer.testing import CliRunner
 
 from r2s2r.cli import app
-from r2s2r.ground.board import Checkerboard, board_texture, parse_board
+from r2s2r.geometry.board import Checkerboard, board_texture, parse_board
+from r2s2r.geometry.poses import pose_to_matrix
 from r2s2r.ground.calibrate import (
     CalibrationResult,
     calibrate,
@@ -32,7 +33,6 @@ from r2s2r.ground.detect import (
     read_gray,
 )
 from r2s2r.ground.synthetic import BoardCamera, spread_board_poses
-from r2s2r.rig.poses import pose_to_matrix
 from r2s2r.sim.camera import Intrinsics
 
 BOARD = Checkerboard(9, 6, 0.03)

@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
 
-from r2s2r.ground.board import Checkerboard
+from r2s2r.geometry.board import Checkerboard
+from r2s2r.geometry.poses import compose, invert
 from r2s2r.ground.calibrate import calibrate
 from r2s2r.ground.detect import CalibrationError, detect
 from r2s2r.ground.handeye import head_hand_eye, wrist_hand_eye
 from r2s2r.ground.synthetic import BoardCamera, spread_board_poses
-from r2s2r.rig.poses import compose, invert
 from r2s2r.sim.camera import Intrinsics
 
 BOARD = Checkerboard(9, 6, 0.03)

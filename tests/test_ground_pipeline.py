@@ -15,11 +15,12 @@ import numpy as np
 import pytest
 
 from r2s2r.ground.bench import failures, judge
-from r2s2r.ground.pipeline import Grounding, capture_all, ground_all, write_grounding
+from r2s2r.ground.grounding import Grounding
+from r2s2r.ground.pipeline import capture_all, ground_all, write_grounding
 from r2s2r.ground.sysid import SysIdConfig
 from r2s2r.rig.twin import TwinRig
 from r2s2r.spec import WorldSpec
-from r2s2r.worlds import load_world
+from r2s2r.spec.worlds import load_world
 
 # Shorter arm and hand recordings than the defaults keep this under two minutes; the full
 # defaults are what 'r2s2r ground bench' runs (see tests marked slow).

@@ -25,14 +25,14 @@ from r2s2r.ground.register import (
     RgbdCapture,
     SceneRegistration,
     draw_overlay,
-    register_scene,
 )
 from r2s2r.ground.register_belt import register_belt
 from r2s2r.ground.register_objects import rest_on
+from r2s2r.ground.scene import register_scene
 from r2s2r.rig.twin import TwinRig
 from r2s2r.sim.camera import Intrinsics
 from r2s2r.spec import TaskSpec, WorldSpec
-from r2s2r.worlds import load_task, load_world
+from r2s2r.spec.worlds import load_task, load_world
 
 
 @dataclass

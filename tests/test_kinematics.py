@@ -12,7 +12,7 @@ from r2s2r.behavior.routes import JointLimits, OmplCarry, free_segment
 from r2s2r.sim.closures import POWER_GRASP, PRESHAPE
 from r2s2r.sim.env import PickSortEnv
 from r2s2r.sim.scene import PALM_DOWN
-from r2s2r.worlds import load_task, load_world
+from r2s2r.spec.worlds import load_task, load_world
 
 # A low left-arm TCP target, hand turned, that the unconstrained solution from home reaches
 # with the wrist (links 5 and 6) in the table; the redundancy has a free solution (found by

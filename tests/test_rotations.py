@@ -3,7 +3,7 @@
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-from r2s2r.sim import rotations as rot
+from r2s2r.geometry import rotations as rot
 
 
 def _random(n: int, seed: int = 0) -> Rotation:

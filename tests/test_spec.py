@@ -10,7 +10,7 @@ import yaml
 
 from r2s2r.sim.scene import build_scene
 from r2s2r.spec import SpecError, TaskSpec, WorldSpec
-from r2s2r.worlds import load_world
+from r2s2r.spec.worlds import load_world
 
 CONFIG = Path(__file__).resolve().parents[1] / "config"
 

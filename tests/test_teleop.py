@@ -13,8 +13,9 @@ from r2s2r.rig.bench import run_operator_episode
 from r2s2r.rig.interfaces import HandKeypoints, HandTracker
 from r2s2r.rig.operator import ScriptedOperator, TwinEyes
 from r2s2r.rig.safety import SafetySupervisor
-from r2s2r.rig.teleop import TeleopSession, TrackerCalibration, teleop_arm
+from r2s2r.rig.teleop import TeleopSession, TrackerCalibration
 from r2s2r.rig.twin import TwinRig
+from r2s2r.spec.worlds import sorting_arm
 
 # Operator success on a fixed seed set (no cameras), against the target of 80 %.
 # Measured on this project's machine: 20 of seeds 0-19, 50 of seeds 0-49 and 46 of seeds
@@ -34,7 +35,7 @@ def _session(seed: int) -> tuple[TwinRig, SafetySupervisor, TeleopSession, Scrip
 
 def _begin(rig: TwinRig, teleop: TeleopSession, op: ScriptedOperator) -> str:
     name = rig.presenter.present()
-    side = teleop_arm(rig.task, rig.nominal, name)
+    side = sorting_arm(rig.task, rig.nominal, name)
     teleop.begin(side)
     op.begin(name, side)
     return side

@@ -27,7 +27,7 @@ from scipy.spatial.transform import Rotation
 
 from r2s2r.behavior.demo import CLOSED, SourceDemo
 from r2s2r.behavior.instance import TaskInstance, object_pose_on_belt
-from r2s2r.rig.human import min_jerk
+from r2s2r.geometry.trajectory import min_jerk
 from r2s2r.sim.cell import ACTION_PER_ARM
 from r2s2r.spec import TaskSpec, WorldSpec
 

@@ -45,7 +45,7 @@ from r2s2r.behavior.stats import demo_stats, episode_stats, mean_stats
 from r2s2r.data import CameraCfg, Dataset, DatasetCfg, DatasetWriter
 from r2s2r.spec import TaskSpec, WorldSpec
 from r2s2r.spec.world import CAMERA_NAMES
-from r2s2r.worlds import load_task, load_world
+from r2s2r.spec.worlds import load_task, load_world
 
 log = logging.getLogger("r2s2r.generate")
 Select = Literal["nearest", "random"]

@@ -36,8 +36,7 @@ from r2s2r.behavior.adapt import symmetry_period
 from r2s2r.behavior.instance import TaskInstance, object_pose_on_belt, scaled_object
 from r2s2r.behavior.kinematics import ArmKinematics, planning_model
 from r2s2r.behavior.routes import CarryPlanner, JointLimits, OmplCarry, ruckig_move
-from r2s2r.rig.human import min_jerk
-from r2s2r.rig.teleop import teleop_arm
+from r2s2r.geometry.trajectory import min_jerk
 from r2s2r.sim.cell import ACTION_PER_ARM, Cell
 from r2s2r.sim.closures import (
     CLAW_OPEN,
@@ -52,6 +51,7 @@ from r2s2r.sim.closures import (
 from r2s2r.sim.scene import PALM_DOWN, fingers_direction
 from r2s2r.spec import TaskSpec, WorldSpec
 from r2s2r.spec.world import ARM_SIDES
+from r2s2r.spec.worlds import sorting_arm
 
 
 class PlanError(ValueError):
@@ -176,7 +176,7 @@ class Planner:
     def plan(self, instance: TaskInstance) -> Plan:
         """The episode's commands for ``instance``; raises ``PlanError`` when no grasp has a
         collision-free route."""
-        side = teleop_arm(self.task, self.world, instance.object_name)
+        side = sorting_arm(self.task, self.world, instance.object_name)
         kin = self.kin[side]
         base_x = self.world.layout.robots["left" if side == "left" else "right"].pos[0]
         obj0 = object_pose_on_belt(self.task, self.world, instance, np.zeros(1))[0]

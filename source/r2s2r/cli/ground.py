@@ -29,7 +29,7 @@ def calibrate(
     as_json: JsonOpt = False,
 ) -> None:
     """Fit a camera's intrinsics to checkerboard images; report the errors and dropped views."""
-    from r2s2r.ground.board import parse_board
+    from r2s2r.geometry.board import parse_board
     from r2s2r.ground.calibrate import calibrate_folder
 
     if model not in ("pinhole", "fisheye"):
@@ -64,7 +64,7 @@ def calibrate(
 
 def _open_rig(rig: RigKind, seed: int, config: Path | None) -> tuple[Any, Any, Any]:
     """The rig (cameras at their own resolution), its task and its nominal world."""
-    from r2s2r.worlds import load_task, load_world
+    from r2s2r.spec.worlds import load_task, load_world
 
     if rig is RigKind.twin:
         from r2s2r.rig.twin import TwinRig
@@ -134,7 +134,7 @@ def ground_all_cmd(
 ) -> None:
     """Capture, calibrate, register and identify; write OUT/grounded.yaml and OUT/report.md."""
     from r2s2r.ground.pipeline import capture_all, ground_all, write_grounding
-    from r2s2r.worlds import load_task, load_world
+    from r2s2r.spec.worlds import load_task, load_world
 
     if reuse:
         task, nominal = load_task("pick_sort"), load_world("nominal")

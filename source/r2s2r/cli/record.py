@@ -56,7 +56,7 @@ def record(
     from tqdm import tqdm
 
     from r2s2r.data import CameraCfg, DatasetCfg, DatasetWriter, VideoCfg
-    from r2s2r.rig.record import KEYS_HELP, Recorder, StdinKeys
+    from r2s2r.data.record import KEYS_HELP, Recorder, StdinKeys
 
     logging.basicConfig(level=logging.INFO if not scripted else logging.WARNING)
     if rig is RigKind.hardware:
@@ -103,7 +103,7 @@ def _twin(seed: int, realtime: bool, image_size: int) -> tuple[Any, ...]:
     from r2s2r.rig.safety import SafetySupervisor
     from r2s2r.rig.teleop import TeleopSession, TrackerCalibration
     from r2s2r.rig.twin import TwinRig
-    from r2s2r.worlds import load_world
+    from r2s2r.spec.worlds import load_world
 
     world = load_world("nominal")
     size = image_size or 64  # Without views the size is never rendered.
@@ -141,7 +141,7 @@ def _hardware(config: Path | None, calibration: Path | None, scripted: bool) -> 
     import yaml
 
     from r2s2r.rig.teleop import TeleopSession, TrackerCalibration
-    from r2s2r.worlds import load_task, load_world
+    from r2s2r.spec.worlds import load_task, load_world
 
     cal = TrackerCalibration.from_dict(yaml.safe_load(calibration.read_text()))
     rig = HardwareRig.from_config(config)

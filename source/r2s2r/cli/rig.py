@@ -20,9 +20,11 @@ def bench(
 ) -> None:
     """Measure the twin's real-time factor, the retargeting rate and accuracy, and the
     recording real-time factor and dataset write throughput."""
+    from r2s2r.data.record_bench import bench_record
     from r2s2r.rig.bench import run_bench
 
     result = run_bench(seconds, operator_seeds)
+    result.update(bench_record(seconds))
     if as_json:
         typer.echo(json.dumps(result, indent=2))
         return

@@ -72,7 +72,7 @@ def export(
 ) -> None:
     """Write the cell as a standalone MJCF file (for MuJoCo's tools or other simulators)."""
     from r2s2r.sim.scene import export_mjcf
-    from r2s2r.worlds import load_task, load_world
+    from r2s2r.spec.worlds import load_task, load_world
 
     path = export_mjcf(load_task(task), load_world(world), out)
     typer.echo(f"wrote {path}")

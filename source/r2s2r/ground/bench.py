@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-from r2s2r.ground.pipeline import Grounding, capture_all, ground_all, write_grounding
+from r2s2r.ground.grounding import Grounding
+from r2s2r.ground.pipeline import capture_all, ground_all, write_grounding
 from r2s2r.rig.twin import TwinRig
 from r2s2r.sim.bench import machine
 from r2s2r.spec import WorldSpec

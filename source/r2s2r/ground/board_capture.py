@@ -13,11 +13,11 @@ import numpy as np
 from scipy.spatial.transform import Rotation
 from tqdm import tqdm
 
-from r2s2r.ground.board import Checkerboard
+from r2s2r.geometry.board import Checkerboard
+from r2s2r.geometry.poses import matrix_to_pose, pose_to_matrix
 from r2s2r.ground.calibrate import pose_from_rvec, solve_pose
 from r2s2r.ground.cameras import spec_pose_matrix, tcp_from_camera_nominal
 from r2s2r.ground.detect import detect
-from r2s2r.rig.poses import matrix_to_pose, pose_to_matrix
 from r2s2r.spec import WorldSpec
 from r2s2r.spec.world import ARM_SIDES
 

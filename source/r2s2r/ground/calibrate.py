@@ -32,7 +32,8 @@ import numpy as np
 from scipy.optimize import least_squares
 from scipy.spatial.transform import Rotation
 
-from r2s2r.ground.board import Checkerboard
+from r2s2r.geometry.board import Checkerboard
+from r2s2r.geometry.poses import as_pose
 from r2s2r.ground.detect import (
     CAPTURE_HINT,
     MIN_VIEWS,
@@ -40,7 +41,6 @@ from r2s2r.ground.detect import (
     Detections,
     detect_folder,
 )
-from r2s2r.rig.poses import as_pose
 from r2s2r.sim.camera import Intrinsics
 
 __all__ = [

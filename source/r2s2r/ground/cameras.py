@@ -30,10 +30,10 @@ import numpy as np
 from scipy.optimize import least_squares
 from scipy.spatial.transform import Rotation
 
-from r2s2r.ground.board import Checkerboard, parse_board
+from r2s2r.geometry.board import Checkerboard, parse_board
+from r2s2r.geometry.poses import matrix_to_pose, pose_to_matrix
 from r2s2r.ground.calibrate import CalibrationResult, calibrate, project, solve_pose
 from r2s2r.ground.detect import CalibrationError, Detections, detect, read_gray
-from r2s2r.rig.poses import matrix_to_pose, pose_to_matrix
 from r2s2r.sim.camera import Intrinsics
 from r2s2r.spec import WorldSpec
 from r2s2r.spec.world import ARM_SIDES, Pose

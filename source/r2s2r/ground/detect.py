@@ -13,7 +13,7 @@ import cv2
 import numpy as np
 from tqdm import tqdm
 
-from r2s2r.ground.board import Checkerboard
+from r2s2r.geometry.board import Checkerboard
 
 __all__ = [
     "CAPTURE_HINT",

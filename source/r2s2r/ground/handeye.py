@@ -10,7 +10,7 @@ Thin, checked wrappers around OpenCV 4.x:
   pose in the TCP frame.
 
 Poses are (7,) ``[x y z qw qx qy qz]`` in metres; ``T_a_b`` is frame ``b`` in frame ``a``
-(see :mod:`r2s2r.rig.poses`). Each result carries the residual: how far the pose chain
+(see :mod:`r2s2r.geometry.poses`). Each result carries the residual: how far the pose chain
 predicted by the solution strays from the measurements (RMS, mm and degrees).
 """
 
@@ -23,8 +23,8 @@ from typing import Literal
 import cv2
 import numpy as np
 
+from r2s2r.geometry.poses import as_pose, matrix_to_pose, pose_to_matrix
 from r2s2r.ground.detect import CalibrationError
-from r2s2r.rig.poses import as_pose, matrix_to_pose, pose_to_matrix
 
 __all__ = [
     "MIN_POSES",

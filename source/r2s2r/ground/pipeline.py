@@ -13,17 +13,17 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from r2s2r.ground.board import Checkerboard, parse_board
+from r2s2r.geometry.board import Checkerboard, parse_board
 from r2s2r.ground.board_capture import capture_cameras
-from r2s2r.ground.cameras import CameraGrounding, ground_cameras, grounded_cameras
+from r2s2r.ground.cameras import ground_cameras, grounded_cameras
+from r2s2r.ground.grounding import Grounding
 from r2s2r.ground.replay import Replay, capture_replay, compare_replay
 from r2s2r.ground.report import write_report
-from r2s2r.ground.scene import SceneGrounding, capture_scene, ground_scene
-from r2s2r.ground.sysid import SysIdConfig, SysIdRecordings, SysIdReport, identify, record_sysid
+from r2s2r.ground.scene import capture_scene, ground_scene
+from r2s2r.ground.sysid import SysIdConfig, SysIdRecordings, identify, record_sysid
 from r2s2r.rig.safety import SafetySupervisor
 from r2s2r.spec import TaskSpec, WorldSpec
 
@@ -71,55 +71,6 @@ def capture_all(
     }
     (out / "capture.json").write_text(json.dumps(meta, indent=1))
     return out
-
-
-@dataclass
-class Grounding:
-    """A grounded world and everything that went into it."""
-
-    world: WorldSpec
-    nominal: WorldSpec
-    cameras: dict[str, CameraGrounding]
-    scene: SceneGrounding
-    sysid: SysIdReport
-    # The same commands replayed in each sim against the rig: TCP and head-view differences.
-    compare: dict[str, Any]
-    seconds: float
-
-    def summary(self) -> dict[str, Any]:
-        """Every headline figure, grounded next to nominal (JSON-ready)."""
-        reg = self.scene.registration
-        objects = [o for f in self.scene.frames.values() for o in f.objects]
-        return {
-            "cameras": {name: g.summary() for name, g in self.cameras.items()},
-            "belt": {
-                "pos": [float(v) for v in reg.belt.pos],
-                "yaw_deg": reg.belt.yaw_deg,
-                "residual_mm": 1e3 * reg.belt.residual,
-                "nominal_pos": list(self.nominal.layout.belt.pos),
-            },
-            "bins": {
-                n: {"pos": [float(v) for v in b.pos], "residual_mm": 1e3 * b.residual}
-                for n, b in reg.bins.items()
-            },
-            "objects": [
-                {
-                    "name": o.name,
-                    "iou": o.iou,
-                    "accepted": o.accepted,
-                    "residual_mm": 1e3 * o.residual,
-                }
-                for o in objects
-            ],
-            **self.sysid.summary(),
-            "image_diff": self.compare["grounded_image_diff"],
-            "nominal_image_diff": self.compare["nominal_image_diff"],
-            "replay_tcp_mm": self.compare["grounded_replay_tcp_mm"],
-            "replay_tcp_deg": self.compare["grounded_replay_tcp_deg"],
-            "nominal_replay_tcp_mm": self.compare["nominal_replay_tcp_mm"],
-            "nominal_replay_tcp_deg": self.compare["nominal_replay_tcp_deg"],
-            "seconds": self.seconds,
-        }
 
 
 def ground_all(

@@ -24,7 +24,7 @@ from r2s2r.ground.pointcloud import (
     silhouette,
     transform,
 )
-from r2s2r.spec import TaskSpec, WorldSpec
+from r2s2r.spec import WorldSpec
 from r2s2r.spec.task import BinSpec, ObjectSpec
 from r2s2r.spec.world import BinLayout, LayoutSpec
 
@@ -37,7 +37,6 @@ __all__ = [
     "RgbdCapture",
     "SceneRegistration",
     "draw_overlay",
-    "register_scene",
 ]
 
 # Wall and floor thickness of a bin, as the scene builder makes them (metres).
@@ -264,28 +263,6 @@ def rect(pose: np.ndarray, hx: float, hy: float, z: float) -> np.ndarray:
     """Corners (4, 3) of a rectangle at local height ``z`` of a (4, 4) pose."""
     local = np.array([[hx, hy, z], [-hx, hy, z], [-hx, -hy, z], [hx, -hy, z]])
     return transform(pose, local)
-
-
-# ----------------------------------------------------------------------------- the scene
-def register_scene(
-    empty: RgbdCapture,
-    task: TaskSpec,
-    layout: LayoutSpec,
-    populated: RgbdCapture | None = None,
-    cfg: RegistrationCfg = DEFAULT_CFG,
-) -> SceneRegistration:
-    """Register the belt and bins from a capture of the cleared cell (``layout`` is the drawn
-    one, the starting guess) and, from ``populated`` when given, the objects on the belt."""
-    # Imported here because both modules import this one's types.
-    from r2s2r.ground.register_belt import register_belt
-    from r2s2r.ground.register_objects import register_bins, register_objects
-
-    belt = register_belt(empty, layout.belt, cfg)
-    bins = register_bins(empty, task.bins, layout.bins, belt, cfg)
-    objects: tuple[ObjectRegistration, ...] = ()
-    if populated is not None:
-        objects = register_objects(populated, belt, task.all_objects, cfg)
-    return SceneRegistration(empty.view, belt, bins, objects)
 
 
 def _outline(corners: np.ndarray) -> list[np.ndarray]:

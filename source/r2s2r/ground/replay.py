@@ -117,9 +117,9 @@ def replay_in_sim(
 ) -> tuple[np.ndarray, list[np.ndarray]]:
     """The replay's commands run in ``world``'s simulated cell from an episode start: TCP
     poses (T, 2, 7) and head views (the camera's own resolution) at the frame periods."""
+    from r2s2r.geometry.rotations import mat_to_quat
     from r2s2r.sim.physics import MujocoPhysics
     from r2s2r.sim.render import SceneRenderer
-    from r2s2r.sim.rotations import mat_to_quat
     from r2s2r.sim.scene import build_scene
 
     scene = build_scene(task, world)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import cv2
 import numpy as np
 
-if TYPE_CHECKING:
-    from r2s2r.ground.pipeline import Grounding
+from r2s2r.ground.grounding import Grounding
+from r2s2r.ground.register import draw_overlay
 
 
 def _save(fig: Any, path: Path) -> None:
@@ -89,8 +89,6 @@ def _write_rgb(path: Path, image: np.ndarray) -> None:
 
 def write_report(result: Grounding, out: Path) -> Path:
     """Write ``out/report.md`` and its PNGs."""
-    from r2s2r.ground.register import draw_overlay
-
     out = Path(out)
     _plot_cameras(result, out / "reprojection.png")
     _plot_tcp(result, out / "tcp.png")

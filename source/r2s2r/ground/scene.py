@@ -24,13 +24,17 @@ from tqdm import tqdm
 
 from r2s2r.ground.pointcloud import CameraView
 from r2s2r.ground.register import (
+    DEFAULT_CFG,
+    ObjectRegistration,
+    RegistrationCfg,
     RegistrationError,
     RgbdCapture,
     SceneRegistration,
-    register_scene,
 )
-from r2s2r.ground.register_objects import register_objects
+from r2s2r.ground.register_belt import register_belt
+from r2s2r.ground.register_objects import register_bins, register_objects
 from r2s2r.spec import TaskSpec, WorldSpec
+from r2s2r.spec.world import LayoutSpec
 
 # Depth PNG units per metre (0.1 mm steps, up to 6.5 m).
 DEPTH_SCALE = 10000.0
@@ -133,3 +137,20 @@ def ground_scene(capture: Path, task: TaskSpec, world: WorldSpec) -> SceneGround
         objects = register_objects(frame, registration.belt, task.all_objects)
         frames[stem] = SceneRegistration(view, registration.belt, registration.bins, objects)
     return SceneGrounding(registration, frames, empty.rgb)
+
+
+def register_scene(
+    empty: RgbdCapture,
+    task: TaskSpec,
+    layout: LayoutSpec,
+    populated: RgbdCapture | None = None,
+    cfg: RegistrationCfg = DEFAULT_CFG,
+) -> SceneRegistration:
+    """Register the belt and bins from a capture of the cleared cell (``layout`` is the drawn
+    one, the starting guess) and, from ``populated`` when given, the objects on the belt."""
+    belt = register_belt(empty, layout.belt, cfg)
+    bins = register_bins(empty, task.bins, layout.bins, belt, cfg)
+    objects: tuple[ObjectRegistration, ...] = ()
+    if populated is not None:
+        objects = register_objects(populated, belt, task.all_objects, cfg)
+    return SceneRegistration(empty.view, belt, bins, objects)

@@ -18,8 +18,8 @@ import cv2
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-from r2s2r.ground.board import Checkerboard
-from r2s2r.rig.poses import as_pose, pose_to_matrix
+from r2s2r.geometry.board import Checkerboard
+from r2s2r.geometry.poses import as_pose, pose_to_matrix
 from r2s2r.sim.camera import Intrinsics
 
 __all__ = ["BoardCamera", "spread_board_poses"]

@@ -23,16 +23,16 @@ import numpy as np
 from scipy.optimize import least_squares
 from tqdm import tqdm
 
-from r2s2r.ground.sysid_data import ArmRecording, SysIdError
-from r2s2r.sim import kernels, robots
-from r2s2r.sim import scene as scene_mod
-from r2s2r.sim.rotations import (
+from r2s2r.geometry.rotations import (
     quat_conj,
     quat_mul,
     quat_to_mat,
     quat_to_rotvec,
     rotvec_to_quat,
 )
+from r2s2r.ground.sysid_data import ArmRecording, SysIdError
+from r2s2r.sim import kernels, robots
+from r2s2r.sim import scene as scene_mod
 from r2s2r.spec import WorldSpec
 from r2s2r.spec.world import ArmControllerSpec
 

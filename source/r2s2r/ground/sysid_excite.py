@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from r2s2r.geometry.rotations import quat_mul, rotvec_to_quat
 from r2s2r.rig.safety import SafetyLimits
 from r2s2r.sim import robots
-from r2s2r.sim.rotations import quat_mul, rotvec_to_quat
 
 
 def arm_excitation(

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -59,48 +57,6 @@ def bench_retarget(frames: int = 500, seed: int = 0) -> dict[str, float]:
     }
 
 
-def bench_record(seconds: float = 3.0, take_s: float = 1.0) -> dict[str, float]:
-    """Recording on the twin (scripted operator, teleop, three views, dataset writer): its
-    real-time factor, and the writer's throughput (frames/s, encoded and raw MB/s)."""
-    from r2s2r.data import CameraCfg, DatasetCfg, DatasetWriter
-    from r2s2r.rig.interfaces import Arm, Hand
-    from r2s2r.rig.operator import ScriptedOperator, TwinEyes
-    from r2s2r.rig.record import Recorder
-    from r2s2r.rig.safety import SafetySupervisor
-    from r2s2r.rig.teleop import TeleopSession, TrackerCalibration
-
-    logging.getLogger("r2s2r.safety").setLevel(logging.ERROR)
-    rig = TwinRig(seed=0)
-    cal = TrackerCalibration.twin()
-    arms: dict[str, Arm] = dict(rig.arms)
-    hands: dict[str, Hand] = dict(rig.hands)
-    teleop = TeleopSession(rig, SafetySupervisor(arms, hands, rig.now), cal)
-    operator = ScriptedOperator(0, TwinEyes(rig), rig.task, rig.nominal, cal)
-    shapes = {n: c.read().image.shape for n, c in rig.cameras.items()}
-    cfg = DatasetCfg(cameras=tuple(CameraCfg(n, s[0], s[1]) for n, s in shapes.items()))
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp) / "ds"
-        with DatasetWriter(root, cfg) as writer:
-            rec = Recorder(rig, operator, teleop, writer, rig.task, rig.nominal, max_s=take_s)
-            start = time.perf_counter()
-            while True:
-                rec.take()
-                if time.perf_counter() - start >= seconds:
-                    break
-            wall = time.perf_counter() - start
-            frames = writer.num_frames
-        size = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
-    raw = frames * sum(int(np.prod(s)) for s in shapes.values())
-    mb = 1024.0 * 1024.0
-    return {
-        "record_realtime_factor": frames / cfg.fps / wall,
-        "record_frames_per_s": frames / wall,
-        "dataset_write_frames_per_s": frames / rec.write_s,
-        "dataset_write_mb_per_s": size / mb / rec.write_s,
-        "dataset_write_raw_mb_per_s": raw / mb / rec.write_s,
-    }
-
-
 def run_operator_episode(seed: int) -> tuple[str, bool]:
     """One scripted-operator episode on a twin of ``seed`` through teleop and the safety
     supervisor, without cameras; returns the object's status and whether it succeeded."""
@@ -111,7 +67,8 @@ def _operator_episode(seed: int) -> tuple[str, str, bool]:
     """``run_operator_episode`` with the presented object's name first."""
     from r2s2r.rig.operator import ScriptedOperator, TwinEyes
     from r2s2r.rig.safety import SafetySupervisor
-    from r2s2r.rig.teleop import TeleopSession, TrackerCalibration, teleop_arm
+    from r2s2r.rig.teleop import TeleopSession, TrackerCalibration
+    from r2s2r.spec.worlds import sorting_arm
 
     logging.getLogger("r2s2r.safety").setLevel(logging.ERROR)
     rig = TwinRig(seed=seed)
@@ -120,7 +77,7 @@ def _operator_episode(seed: int) -> tuple[str, str, bool]:
     teleop = TeleopSession(rig, sup, cal)
     operator = ScriptedOperator(seed, TwinEyes(rig), rig.task, rig.nominal, cal)
     name = rig.presenter.present()
-    side = teleop_arm(rig.task, rig.nominal, name)
+    side = sorting_arm(rig.task, rig.nominal, name)
     teleop.begin(side)
     operator.begin(name, side)
     status, success = "pending", False
@@ -159,5 +116,4 @@ def run_bench(seconds: float = 3.0, operator_seeds: int = 0) -> dict[str, Any]:
     out.update(bench_retarget())
     if operator_seeds:
         out.update(bench_operator(operator_seeds))
-    out.update(bench_record(seconds))
     return out

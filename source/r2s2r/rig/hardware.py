@@ -32,7 +32,7 @@ from r2s2r.rig.interfaces import Arm, Camera, Conveyor, Hand, HandTracker, Objec
 from r2s2r.rig.safety import SafetyLimits, SafetySupervisor
 from r2s2r.sim.camera import Intrinsics
 from r2s2r.spec import WorldSpec
-from r2s2r.worlds import load_task, load_world
+from r2s2r.spec.worlds import load_task, load_world
 
 log = logging.getLogger("r2s2r.drivers")
 # The control period the recorder and the safety watchdog run at (50 Hz).

@@ -23,7 +23,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.spatial.transform import Rotation, Slerp
 
-from r2s2r.rig.human import Eyes, Segment, Style, TwinEyes, blend, min_jerk
+from r2s2r.geometry.trajectory import blend, min_jerk
+from r2s2r.rig.human import Eyes, Segment, Style, TwinEyes
 from r2s2r.rig.interfaces import HandKeypoints
 from r2s2r.rig.retarget import HandKinematics
 from r2s2r.rig.teleop import HUMAN_HAND_SCALE, TrackerCalibration

@@ -21,12 +21,11 @@ from typing import Any
 import numpy as np
 from scipy.spatial.transform import Rotation
 
+from r2s2r.geometry.poses import matrix_to_pose, pose_to_matrix
 from r2s2r.rig.interfaces import HandKeypoints
-from r2s2r.rig.poses import matrix_to_pose, pose_to_matrix
 from r2s2r.rig.retarget import RetargetConfig, Retargeter
 from r2s2r.rig.safety import SafetySupervisor
 from r2s2r.sim.kernels import ACTION_PER_ARM
-from r2s2r.spec import TaskSpec, WorldSpec
 from r2s2r.spec.world import ARM_SIDES
 
 log = logging.getLogger("r2s2r.teleop")
@@ -88,13 +87,6 @@ class TrackerCalibration:
         t_wrist_tcp = np.eye(4)
         t_wrist_tcp[:3, 3] = [0.0, -0.02, 0.09]
         return cls(t_cell_tracker, t_wrist_tcp)
-
-
-def teleop_arm(task: TaskSpec, world: WorldSpec, object_name: str) -> str:
-    """The arm that sorts ``object_name``: the one on its bin's side of the cell."""
-    obj = task.object_named(object_name)
-    bin_x = world.layout.bins[task.bin_for(obj).name].pos[0]
-    return "left" if bin_x < 0 else "right"
 
 
 class TeleopSession:

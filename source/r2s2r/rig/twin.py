@@ -17,18 +17,18 @@ import mujoco
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-from r2s2r.ground.board import Checkerboard, board_texture
+from r2s2r.geometry.board import Checkerboard, board_texture
+from r2s2r.geometry.rotations import mat_to_quat
 from r2s2r.rig.interfaces import ArmState, Frame, HandState
 from r2s2r.rig.truth import CameraEffects, true_camera_effects, true_world
 from r2s2r.sim.camera import Intrinsics
 from r2s2r.sim.cell import ACTION_PER_ARM, STATUS_NAMES, Cell, set_action_mode
 from r2s2r.sim.physics import MujocoPhysics
 from r2s2r.sim.render import SceneRenderer
-from r2s2r.sim.rotations import mat_to_quat
 from r2s2r.sim.scene import build_scene
 from r2s2r.spec import TaskSpec, WorldSpec
 from r2s2r.spec.world import ARM_SIDES, CAMERA_NAMES
-from r2s2r.worlds import load_task, load_world
+from r2s2r.spec.worlds import load_task, load_world
 
 # The calibration board the twin's presenter holds up: 9 x 6 inner corners of 40 mm squares.
 TWIN_BOARD = Checkerboard(9, 6, 0.04)

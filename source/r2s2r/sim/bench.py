@@ -141,7 +141,7 @@ def bench_warp(batch_sizes: tuple[int, ...], steps: int = 20) -> dict[str, Any]:
     from r2s2r.sim.cell import Cell, set_action_mode
     from r2s2r.sim.scene import build_scene
     from r2s2r.sim.warp_physics import WarpPhysics
-    from r2s2r.worlds import load_task, load_world
+    from r2s2r.spec.worlds import load_task, load_world
 
     scene = build_scene(load_task("pick_sort"), load_world("nominal"))
     set_action_mode(scene.model, "tcp")

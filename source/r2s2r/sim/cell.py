@@ -13,10 +13,10 @@ import mujoco
 import numpy as np
 from scipy.spatial.transform import Rotation
 
+from r2s2r.geometry.rotations import mat_to_quat, quat_conj, quat_mul, quat_to_mat, quat_to_rotvec
 from r2s2r.sim import kernels, robots
 from r2s2r.sim.controller import MotionGenerator
 from r2s2r.sim.physics import Physics
-from r2s2r.sim.rotations import mat_to_quat, quat_conj, quat_mul, quat_to_mat, quat_to_rotvec
 from r2s2r.sim.scene import CART_AXES, GROUP_CARTESIAN, GROUP_JOINT, Scene, storage_pos
 from r2s2r.spec.world import ARM_SIDES
 

@@ -11,6 +11,7 @@ import mujoco
 import numpy as np
 from gymnasium import spaces
 
+from r2s2r.geometry.rotations import mat_to_quat
 from r2s2r.sim import robots
 from r2s2r.sim.appearance import Appearance
 from r2s2r.sim.cell import (
@@ -25,11 +26,10 @@ from r2s2r.sim.cell import (
 )
 from r2s2r.sim.physics import PhysicsName, make_physics
 from r2s2r.sim.render import SceneRenderer
-from r2s2r.sim.rotations import mat_to_quat
 from r2s2r.sim.scene import build_scene
 from r2s2r.spec import TaskSpec, WorldSpec
 from r2s2r.spec.world import CAMERA_NAMES
-from r2s2r.worlds import load_task, load_world
+from r2s2r.spec.worlds import load_task, load_world
 
 # Embodiment ids shared with the policy's per-embodiment projectors.
 EMBODIMENT_IDS = {"rizon4s_wuji2_bimanual": 0}

@@ -11,6 +11,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
+from r2s2r.geometry.rotations import mat_to_quat
 from r2s2r.sim.appearance import Appearance
 from r2s2r.sim.cell import (
     ACTION_PER_ARM,
@@ -23,13 +24,12 @@ from r2s2r.sim.cell import (
 )
 from r2s2r.sim.env import EMBODIMENT_IDS, action_space, observation_space
 from r2s2r.sim.render import SceneRenderer, plan_cameras
-from r2s2r.sim.rotations import mat_to_quat
 from r2s2r.sim.scene import build_scene
 from r2s2r.sim.warp_physics import WarpPhysics
 from r2s2r.sim.warp_render import WarpSceneRenderer
 from r2s2r.spec import TaskSpec, WorldSpec
 from r2s2r.spec.world import CAMERA_NAMES
-from r2s2r.worlds import load_task, load_world
+from r2s2r.spec.worlds import load_task, load_world
 
 
 class PickSortVectorEnv(gym.vector.VectorEnv[dict[str, Any], np.ndarray, np.ndarray]):

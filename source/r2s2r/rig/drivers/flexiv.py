@@ -34,9 +34,9 @@ from typing import Any
 
 import numpy as np
 
+from r2s2r.geometry.poses import as_pose, compose, invert
 from r2s2r.optional import missing_extra
 from r2s2r.rig.interfaces import ArmState
-from r2s2r.rig.poses import as_pose, compose, invert
 from r2s2r.spec.world import ArmControllerSpec
 
 

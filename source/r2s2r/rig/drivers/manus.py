@@ -31,11 +31,11 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from r2s2r.geometry.poses import unit_quat
+from r2s2r.geometry.rotations import quat_to_mat
 from r2s2r.optional import missing_extra
 from r2s2r.rig.drivers.stream import LatestValue
 from r2s2r.rig.interfaces import HandKeypoints
-from r2s2r.rig.poses import unit_quat
-from r2s2r.sim.rotations import quat_to_mat
 
 FINGER_JOINTS = ("proximal", "intermediate", "distal", "tip")
 THUMB_JOINTS = ("metacarpal", "proximal", "distal", "tip")

@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from r2s2r.geometry.poses import matrix_to_pose
 from r2s2r.optional import missing_extra
-from r2s2r.rig.poses import matrix_to_pose
 
 
 def import_openvr() -> Any:

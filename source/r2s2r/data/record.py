@@ -29,10 +29,11 @@ import numpy as np
 from r2s2r.data import DatasetError, DatasetWriter, proprio
 from r2s2r.rig.interfaces import HandTracker
 from r2s2r.rig.safety import SafetySupervisor
-from r2s2r.rig.teleop import TeleopSession, teleop_arm
+from r2s2r.rig.teleop import TeleopSession
 from r2s2r.sim.env import EMBODIMENT_IDS
 from r2s2r.spec import TaskSpec, WorldSpec
 from r2s2r.spec.world import ARM_SIDES
+from r2s2r.spec.worlds import sorting_arm
 
 log = logging.getLogger("r2s2r.record")
 KEYS_HELP = "s start, e end+save, f end+save as failed, d discard, r redo, q quit"
@@ -200,7 +201,7 @@ class Recorder:
         """Record one take; it is saved or discarded before this returns."""
         rig = self.rig
         name = rig.presenter.present()
-        arm = teleop_arm(self.task, self.world, name)
+        arm = sorting_arm(self.task, self.world, name)
         take = Take(len(self.takes), name, arm, float(rig.conveyor.speed()))
         self.takes.append(take)
         self.teleop.begin(arm)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from r2s2r.sim.rotations import mat_to_quat, quat_conj, quat_mul, quat_to_mat
+from r2s2r.geometry.rotations import mat_to_quat, quat_conj, quat_mul, quat_to_mat
 
 IDENTITY_POSE = np.array([0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0])
 

@@ -41,3 +41,10 @@ def load_task(task: str | Path | TaskSpec) -> TaskSpec:
     if not path.is_file():
         raise SpecError(f"unknown task {str(task)!r}: {path} does not exist")
     return TaskSpec.load(path)
+
+
+def sorting_arm(task: TaskSpec, world: WorldSpec, object_name: str) -> str:
+    """The arm that sorts ``object_name``: the one on its bin's side of the cell."""
+    obj = task.object_named(object_name)
+    bin_x = world.layout.bins[task.bin_for(obj).name].pos[0]
+    return "left" if bin_x < 0 else "right"

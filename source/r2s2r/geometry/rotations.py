@@ -6,9 +6,10 @@ compiled; the rest serve set-up code and tests.
 
 from __future__ import annotations
 
-import numpy as np
+import math
 
-from r2s2r.sim import kernels
+import numpy as np
+from numba import njit
 
 
 def quat_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -67,4 +68,35 @@ def quat_to_mat(q: np.ndarray) -> np.ndarray:
 def mat_to_quat(m: np.ndarray) -> np.ndarray:
     """Unit quaternions (..., 4) with w >= 0 of rotation matrices (..., 3, 3)."""
     flat = np.ascontiguousarray(m, dtype=np.float64).reshape(-1, 9)
-    return kernels.mat_to_quat(flat).reshape(m.shape[:-2] + (4,))
+    return _mat_to_quat(flat).reshape(m.shape[:-2] + (4,))
+
+
+@njit(cache=True)
+def _mat_to_quat(mats: np.ndarray) -> np.ndarray:
+    """Unit quaternions (k, 4), w >= 0, of row-major rotation matrices (k, 9)."""
+    out = np.empty((mats.shape[0], 4))
+    for i in range(mats.shape[0]):
+        m = mats[i]
+        trace = m[0] + m[4] + m[8]
+        # Take the largest of 4w^2, 4x^2, 4y^2, 4z^2 for accuracy.
+        if trace >= m[0] and trace >= m[4] and trace >= m[8]:
+            s = 2.0 * math.sqrt(1.0 + trace)
+            w, x, y, z = 0.25 * s, (m[7] - m[5]) / s, (m[2] - m[6]) / s, (m[3] - m[1]) / s
+        elif m[0] >= m[4] and m[0] >= m[8]:
+            s = 2.0 * math.sqrt(1.0 + m[0] - m[4] - m[8])
+            w, x, y, z = (m[7] - m[5]) / s, 0.25 * s, (m[1] + m[3]) / s, (m[2] + m[6]) / s
+        elif m[4] >= m[8]:
+            s = 2.0 * math.sqrt(1.0 + m[4] - m[0] - m[8])
+            w, x, y, z = (m[2] - m[6]) / s, (m[1] + m[3]) / s, 0.25 * s, (m[5] + m[7]) / s
+        else:
+            s = 2.0 * math.sqrt(1.0 + m[8] - m[0] - m[4])
+            w, x, y, z = (m[3] - m[1]) / s, (m[2] + m[6]) / s, (m[5] + m[7]) / s, 0.25 * s
+        n = math.sqrt(w * w + x * x + y * y + z * z)
+        sign = 1.0 if w >= 0.0 else -1.0
+        out[i, 0], out[i, 1], out[i, 2], out[i, 3] = (
+            sign * w / n,
+            sign * x / n,
+            sign * y / n,
+            (sign * z / n),
+        )
+    return out
