@@ -67,7 +67,9 @@ def record(
     cameras: tuple[CameraCfg, ...] = ()
     if image_size:
         first = {name: cam.read().image for name, cam in rig_obj.cameras.items()}
-        cameras = tuple(CameraCfg(n, img.shape[0], img.shape[1]) for n, img in first.items())
+        cameras = tuple(
+            CameraCfg(name=n, height=img.shape[0], width=img.shape[1]) for n, img in first.items()
+        )
     # The twin tracks the presented object, so its datasets carry the object's pose (the
     # environment state that demo adaptation needs); the real cell has no tracker yet.
     cfg = DatasetCfg(
