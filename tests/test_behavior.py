@@ -233,7 +233,7 @@ def test_generation_keeps_successes_logs_failures_resumes_and_repeats(
     job = json.loads(job_path.read_text())
     assert job.pop("planner") == "cpu"
     job_path.write_text(json.dumps(job))
-    gen = Generator(dataclasses.replace(cfg, episodes=3))
+    gen = Generator(cfg.replace(episodes=3))
     more = gen.run()
     gen.close()
     assert more["kept"] == 3 and Dataset(cfg.out).num_episodes == 3
@@ -242,12 +242,12 @@ def test_generation_keeps_successes_logs_failures_resumes_and_repeats(
 
     # Continuing with other arguments is refused, and nothing is written.
     with pytest.raises(ValueError, match=r"other arguments \(seed: 7 -> 8\)"):
-        Generator(dataclasses.replace(cfg, seed=8)).run()
+        Generator(cfg.replace(seed=8)).run()
     assert Dataset(cfg.out).num_episodes == 3
 
     # The same seed in a fresh folder gives the same episodes, with attempts simulated in
     # two worker processes.
-    gen = Generator(dataclasses.replace(cfg, out=tmp_path / "b", episodes=3, workers=2))
+    gen = Generator(cfg.replace(out=tmp_path / "b", episodes=3, workers=2))
     gen.run()
     gen.close()
     first, second = Dataset(cfg.out), Dataset(tmp_path / "b")
@@ -381,9 +381,9 @@ def test_planner_failure_is_a_clear_reason(task: TaskSpec, tmp_path: Path) -> No
     gen.close()
     assert summary["kept"] == 2 and summary["behavior"] == "planned"
     assert Dataset(cfg.out).episode(0)["behavior"] == "planned"
-    gen = Generator(dataclasses.replace(cfg, out=tmp_path / "q"))
+    gen = Generator(cfg.replace(out=tmp_path / "q"))
     gen.planner = stuck
-    gen.cfg = dataclasses.replace(cfg, out=tmp_path / "q", max_attempts=2)
+    gen.cfg = cfg.replace(out=tmp_path / "q", max_attempts=2)
     summary = gen.run()
     gen.close()
     assert summary["kept"] == 0 and summary["failures"]["planner_failure"] == 2

@@ -54,7 +54,9 @@ def test_view_without_a_display_says_so(monkeypatch: pytest.MonkeyPatch) -> None
 
 def test_bad_input_fails_with_a_message_not_a_traceback(tmp_path) -> None:  # type: ignore[no-untyped-def]
     for args, message in (
-        (["--condition", "foggy"], "condition must be one of"),
+        (["--condition", "foggy"], "unknown condition 'foggy'"),
+        (["--condition", "red_lihgt"], "did you mean 'red_light'"),
+        (["--world", "nomnal"], "did you mean 'nominal'"),
         (["--world", str(tmp_path / "absent.yaml")], "does not exist"),
     ):
         proc = subprocess.run(
@@ -64,6 +66,12 @@ def test_bad_input_fails_with_a_message_not_a_traceback(tmp_path) -> None:  # ty
         )
         assert proc.returncode == 2
         assert message in proc.stderr and "Traceback" not in proc.stderr
+    proc = subprocess.run(
+        [sys.executable, "-m", "r2s2r", "generate", "--out", str(tmp_path), "--planner", "cpuu"],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2 and "unknown planner 'cpuu'; did you mean 'cpu'?" in proc.stderr
 
 
 def test_missing_warp_extra_names_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -43,7 +43,7 @@ from r2s2r.spec.worlds import load_world
 
 runner = CliRunner()
 SIZE = 64
-CAMERAS = tuple(CameraCfg(n, SIZE, SIZE) for n in CAMERA_NAMES)
+CAMERAS = tuple(CameraCfg(name=n, height=SIZE, width=SIZE) for n in CAMERA_NAMES)
 LOSSLESS = DatasetCfg(cameras=CAMERAS, video=VideoCfg(lossless=True))
 LOSSY = DatasetCfg(cameras=CAMERAS)
 LENGTHS = (30, 24, 36)
@@ -195,7 +195,8 @@ CRASH_SCRIPT = textwrap.dedent(
     from r2s2r.data import CameraCfg, DatasetCfg, DatasetWriter
 
     root, marker = Path(sys.argv[1]), Path(sys.argv[2])
-    cams = tuple(CameraCfg(n, 64, 64) for n in ("head", "left_wrist", "right_wrist"))
+    names = ("head", "left_wrist", "right_wrist")
+    cams = tuple(CameraCfg(name=n, height=64, width=64) for n in names)
     writer = DatasetWriter(root, DatasetCfg(cameras=cams))
     rng = np.random.default_rng(0)
     k = 0

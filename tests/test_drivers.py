@@ -26,6 +26,7 @@ import yaml
 from scipy.spatial.transform import Rotation
 
 from r2s2r.geometry.poses import compose, invert
+from r2s2r.paths import presets_dir
 from r2s2r.rig import interfaces
 from r2s2r.rig.drivers import flexiv, manus, vive, wuji, zed
 from r2s2r.rig.drivers.manual import ManualConveyor, OperatorPresenter
@@ -36,7 +37,7 @@ from r2s2r.sim.camera import Intrinsics
 from r2s2r.spec import SpecError
 from r2s2r.spec.world import ArmControllerSpec
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "config" / "rig" / "hardware.example.yaml"
+EXAMPLE = Path(str(presets_dir() / "rig" / "hardware.example.yaml"))
 BASE = np.array([0.35, -0.60, 0.75, np.sqrt(0.5), 0.0, 0.0, np.sqrt(0.5)])  # 90 deg about z
 
 

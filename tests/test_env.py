@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import gymnasium as gym
@@ -12,11 +11,12 @@ import yaml
 
 import r2s2r
 from r2s2r.geometry.rotations import quat_conj, quat_mul, quat_to_rotvec, rotvec_to_quat
+from r2s2r.paths import presets_dir
 from r2s2r.sim.cell import DROPPED, SORTED, WRONG_BIN
 from r2s2r.sim.env import PickSortEnv
 from r2s2r.spec import SpecError
 
-CONFIG = Path(__file__).resolve().parents[1] / "config"
+PRESETS = presets_dir()
 
 
 def hold(obs: dict) -> np.ndarray:
@@ -222,8 +222,10 @@ def test_conditions_shift_light_belt_and_objects() -> None:
         assert (info["belt_speed"] == spec.belt.fast_speed) is fast
         novel = {o.name for o in spec.novel_objects}
         assert (info["object_names"][0] in novel) is (condition in ("novel_objects", "all_shifts"))
-    with pytest.raises(ValueError, match="condition must be one of"):
-        PickSortEnv(condition="foggy")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="unknown condition 'foggy'"):
+        PickSortEnv(condition="foggy")
+    with pytest.raises(ValueError, match="did you mean 'red_light'"):
+        PickSortEnv(condition="red_lihgt")
 
 
 def test_appearance_randomization_draws_from_the_ranges() -> None:
@@ -246,16 +248,17 @@ def test_appearance_randomization_draws_from_the_ranges() -> None:
 def test_every_registered_env_can_be_made_reset_and_stepped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # The user's config folder holds only what grounding wrote; presets come from the package.
+    monkeypatch.setenv("R2S2R_CONFIG_DIR", str(tmp_path / "config"))
     with pytest.raises(SpecError, match="grounded world does not exist"):
         gym.make("R2S2R/PickSort-Grounded-v0", images=False)
     # A grounded world written the way grounding writes one (a changed WorldSpec).
-    shutil.copytree(CONFIG, tmp_path / "config")
-    nominal = yaml.safe_load((CONFIG / "world" / "nominal.yaml").read_text())
+    (tmp_path / "config" / "world").mkdir(parents=True)
+    nominal = yaml.safe_load((PRESETS / "world" / "nominal.yaml").read_text())
     nominal["name"] = "grounded"
     nominal["cameras"]["left_wrist"]["fx"] = 252.0
     nominal["layout"]["belt"]["pos"] = [0.024, 0.018, 0.786]
     (tmp_path / "config" / "world" / "grounded.yaml").write_text(yaml.safe_dump(nominal))
-    monkeypatch.setenv("R2S2R_CONFIG_DIR", str(tmp_path / "config"))
     for env_id in r2s2r.ENV_IDS:
         env = gym.make(env_id, images=True)
         obs, _ = env.reset(seed=0)

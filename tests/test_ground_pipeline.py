@@ -17,14 +17,14 @@ import pytest
 from r2s2r.ground.bench import failures, judge
 from r2s2r.ground.grounding import Grounding
 from r2s2r.ground.pipeline import capture_all, ground_all, write_grounding
-from r2s2r.ground.sysid import SysIdConfig
+from r2s2r.ground.sysid import SysIdCfg
 from r2s2r.rig.twin import TwinRig
 from r2s2r.spec import WorldSpec
 from r2s2r.spec.worlds import load_world
 
 # Shorter arm and hand recordings than the defaults keep this under two minutes; the full
 # defaults are what 'r2s2r ground bench' runs (see tests marked slow).
-SHORT_SYSID = SysIdConfig(
+SHORT_SYSID = SysIdCfg(
     arm_train_s=20.0, arm_held_out_s=8.0, hand_train_episodes=2, hand_val_episodes=1
 )
 

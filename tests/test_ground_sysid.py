@@ -13,7 +13,7 @@ import pytest
 from r2s2r.ground.sysid import (
     ArmRecording,
     HandRecording,
-    SysIdConfig,
+    SysIdCfg,
     SysIdError,
     SysIdRecordings,
     arm_excitation,
@@ -30,7 +30,7 @@ from r2s2r.rig.safety import SafetyLimits, SafetySupervisor
 from r2s2r.rig.twin import TwinRig
 from r2s2r.sim import robots
 
-SHORT = SysIdConfig(
+SHORT = SysIdCfg(
     arm_train_s=20.0,
     arm_held_out_s=8.0,
     hand_train_episodes=2,
@@ -177,7 +177,7 @@ def test_bad_files_and_fields_raise_clear_errors(
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
 def test_full_length_identification_meets_the_reference_figures(seed: int) -> None:
     rig, sup = _supervised(seed)
-    recs = record_sysid(sup, rig.step, SysIdConfig(), progress=False)
+    recs = record_sysid(sup, rig.step, SysIdCfg(), progress=False)
     assert recs.arm_train[0].duration_s == pytest.approx(80.0, abs=0.05)
     assert sum(r.episodes for r in recs.hand_train) == 12
     assert sum(r.episodes for r in recs.hand_val) == 6

@@ -31,7 +31,7 @@ def _recorder(
     cal = TrackerCalibration.twin()
     teleop = TeleopSession(rig, SafetySupervisor(rig.arms, rig.hands, rig.now), cal)
     operator = ScriptedOperator(seed, TwinEyes(rig), rig.task, rig.nominal, cal)
-    cams = tuple(CameraCfg(n, 64, 64) for n in rig.cameras) if cameras else ()
+    cams = tuple(CameraCfg(name=n, height=64, width=64) for n in rig.cameras) if cameras else ()
     cfg = DatasetCfg(cameras=cams, video=VideoCfg(lossless=True), env_state=True)
     writer = DatasetWriter(root, cfg)
     meta = {"world": "twin", "behavior": "teleop", "seed": seed}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from r2s2r.rig.retarget import TIPS, HandKinematics, RetargetConfig, Retargeter
+from r2s2r.rig.retarget import TIPS, HandKinematics, RetargetCfg, Retargeter
 
 
 def _trajectory(kin: HandKinematics, seed: int, poses: int = 5, steps: int = 40) -> np.ndarray:
@@ -42,7 +42,7 @@ def test_known_hand_poses_are_recovered() -> None:
 
 def test_a_larger_human_hand_is_scaled_to_the_robot() -> None:
     kin = HandKinematics()
-    retargeter = Retargeter(RetargetConfig(scale=1 / 1.15))
+    retargeter = Retargeter(RetargetCfg(scale=1 / 1.15))
     errors = _tip_errors(retargeter, kin, _trajectory(kin, seed=2), human_scale=1.15, noise_m=0.001)
     assert np.median(errors) < 0.004
 
@@ -59,7 +59,7 @@ def test_pinches_stay_closed() -> None:
     else:
         pytest.fail("no pinch configuration found")
     human = (kp - kp[0]) * 1.1
-    retargeter = Retargeter(RetargetConfig(scale=1 / 1.1, iterations=20))
+    retargeter = Retargeter(RetargetCfg(scale=1 / 1.1, iterations=20))
     for _ in range(5):  # A held pinch, frame after frame.
         solution = retargeter.solve(human)
     tips = kin.forward(solution)

@@ -8,11 +8,12 @@ import pydantic
 import pytest
 import yaml
 
+from r2s2r.paths import presets_dir
 from r2s2r.sim.scene import build_scene
 from r2s2r.spec import SpecError, TaskSpec, WorldSpec
 from r2s2r.spec.worlds import load_world
 
-CONFIG = Path(__file__).resolve().parents[1] / "config"
+PRESETS = presets_dir()
 
 
 def _write(tmp_path: Path, data: dict, name: str = "bad.yaml") -> Path:
@@ -22,7 +23,7 @@ def _write(tmp_path: Path, data: dict, name: str = "bad.yaml") -> Path:
 
 
 def _nominal_dict() -> dict:
-    return yaml.safe_load((CONFIG / "world" / "nominal.yaml").read_text())
+    return yaml.safe_load((PRESETS / "world" / "nominal.yaml").read_text())
 
 
 def test_presets_load(task: TaskSpec, world: WorldSpec) -> None:
@@ -62,7 +63,7 @@ def test_unknown_key_names_file_and_key(tmp_path: Path) -> None:
 
 
 def test_negative_belt_speed_is_rejected(tmp_path: Path) -> None:
-    data = yaml.safe_load((CONFIG / "task" / "pick_sort.yaml").read_text())
+    data = yaml.safe_load((PRESETS / "task" / "pick_sort.yaml").read_text())
     data["belt"]["speed_range"] = [-0.1, 0.1]
     path = _write(tmp_path, data)
     with pytest.raises(SpecError) as err:
@@ -107,15 +108,15 @@ def test_missing_camera_and_bad_yaml(tmp_path: Path) -> None:
 
 
 def test_task_rules_are_validated(tmp_path: Path) -> None:
-    data = yaml.safe_load((CONFIG / "task" / "pick_sort.yaml").read_text())
+    data = yaml.safe_load((PRESETS / "task" / "pick_sort.yaml").read_text())
     data["objects"][0]["category"] = "squishy"
     with pytest.raises(SpecError, match="which no bin accepts"):
         TaskSpec.load(_write(tmp_path, data))
-    data = yaml.safe_load((CONFIG / "task" / "pick_sort.yaml").read_text())
+    data = yaml.safe_load((PRESETS / "task" / "pick_sort.yaml").read_text())
     data["objects"][0]["size"] = [0.03, 0.03]
     with pytest.raises(SpecError, match="a box takes 3 size values"):
         TaskSpec.load(_write(tmp_path, data))
-    data = yaml.safe_load((CONFIG / "task" / "pick_sort.yaml").read_text())
+    data = yaml.safe_load((PRESETS / "task" / "pick_sort.yaml").read_text())
     data["belt"]["fast_speed"] = 0.05
     with pytest.raises(SpecError, match="must exceed the nominal max"):
         TaskSpec.load(_write(tmp_path, data))

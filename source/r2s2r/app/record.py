@@ -103,7 +103,9 @@ def record(
         cameras: tuple[CameraCfg, ...] = ()
         if request.image_size:
             first = {name: cam.read().image for name, cam in rig.cameras.items()}
-            cameras = tuple(CameraCfg(n, i.shape[0], i.shape[1]) for n, i in first.items())
+            cameras = tuple(
+                CameraCfg(name=n, height=i.shape[0], width=i.shape[1]) for n, i in first.items()
+            )
         # The twin tracks the presented object, so its datasets carry the object's pose (the
         # environment state that demo adaptation needs); the real cell has no tracker yet.
         cfg = DatasetCfg(

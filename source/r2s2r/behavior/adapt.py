@@ -20,8 +20,6 @@ the smallest equivalent difference.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 from scipy.spatial.transform import Rotation
 
@@ -29,26 +27,29 @@ from r2s2r.behavior.demo import CLOSED, SourceDemo
 from r2s2r.behavior.instance import TaskInstance, object_pose_on_belt
 from r2s2r.geometry.trajectory import min_jerk
 from r2s2r.sim.cell import ACTION_PER_ARM
-from r2s2r.spec import TaskSpec, WorldSpec
+from r2s2r.spec import Spec, TaskSpec, WorldSpec
+from r2s2r.spec.base import NonNeg, Share
 
 
 class AdaptError(ValueError):
     """A demo that cannot be adapted to an instance (the attempt fails with this reason)."""
 
 
-@dataclass(frozen=True)
-class AdaptCfg:
+class AdaptCfg(Spec):
     """How demos are adapted."""
 
     # Per-step Gaussian noise on the active arm's target position (m) and orientation (rad).
-    noise_pos_m: float = 0.002
-    noise_rot_rad: float = 0.01
+    noise_pos_m: NonNeg = 0.002
+    noise_rot_rad: NonNeg = 0.01
     # Seconds over which the grasp's offset is blended out at the start of the carry.
-    blend_s: float = 0.8
+    blend_s: NonNeg = 0.8
     # The fastest the approach may be compressed to, as a share of the demo's.
-    min_approach_share: float = 0.5
+    min_approach_share: Share = 0.5
     # The most the hand is turned (about the vertical) to follow the object's turn.
-    max_turn_deg: float = 30.0
+    max_turn_deg: NonNeg = 30.0
+
+
+DEFAULT_ADAPT = AdaptCfg()
 
 
 def symmetry_period(task: TaskSpec, object_name: str) -> float:
@@ -116,7 +117,7 @@ def adapt(
     task: TaskSpec,
     world: WorldSpec,
     rng: np.random.Generator | None = None,
-    cfg: AdaptCfg = AdaptCfg(),
+    cfg: AdaptCfg = DEFAULT_ADAPT,
 ) -> np.ndarray:
     """The demo's actions (T', 54) adapted to ``instance`` in ``world`` (with noise drawn
     from ``rng``; none without one). Raises ``AdaptError`` when the new object would reach

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from r2s2r.behavior.curobo_config import (
+    DEFAULT_CUROBO,
     CuroboCfg,
     cell_arm_urdf,
     joint_names,
@@ -54,12 +55,9 @@ class CuroboCarry:
 
     name = "curobo"
 
-    def __init__(self, cell: Cell, cfg: CuroboCfg | None = None) -> None:
+    def __init__(self, cell: Cell, cfg: CuroboCfg = DEFAULT_CUROBO) -> None:
         self._cu = _import_curobo()
         world, task = cell.scene.world, cell.scene.task
-        cfg = cfg or CuroboCfg()
-        if not 0 < cfg.vel_share <= 1:
-            raise ValueError(f"vel_share must be in (0, 1], got {cfg.vel_share}")
         if world.assets.arm_mjcf:
             raise ValueError("the cuRobo carry models the project's Rizon 4s, not a vendor arm")
         self.model, self.cfg = cell.scene.model, cfg

@@ -9,7 +9,6 @@ at home). Only numpy and MuJoCo: tested on the CPU.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
 from typing import Any, TypedDict
 
 import mujoco
@@ -17,6 +16,8 @@ import numpy as np
 
 from r2s2r.behavior.kinematics import SELF_SKIP, ArmKinematics
 from r2s2r.sim import robots
+from r2s2r.spec import Spec
+from r2s2r.spec.base import NonNeg, NonNegInt, Pos, PosInt, Share
 
 ROOT_LINK = "world"  # The URDF's root link: the cell frame.
 END_TOL_RAD = 1e-3  # The most a cuRobo route may miss its ends by.
@@ -33,27 +34,29 @@ class CuboidCfg(TypedDict):
     pose: list[float]  # x y z qw qx qy qz, cell frame
 
 
-@dataclass(frozen=True)
-class CuroboCfg:
+class CuroboCfg(Spec):
     """cuRobo's model of the arm and the carry's motion limits."""
 
     # The most a collision sphere reaches beyond the geometry it covers (m).
-    overshoot_m: float = 0.015
+    overshoot_m: Pos = 0.015
     # cuRobo's collision_sphere_buffer, added to every sphere's radius (m).
-    sphere_buffer_m: float = 0.0
+    sphere_buffer_m: NonNeg = 0.0
     # Links this close along the chain (link1 .. link7, hand) are not checked for collisions
     # with each other (their spheres overlap at the joints).
-    self_collision_skip: int = SELF_SKIP
+    self_collision_skip: NonNegInt = SELF_SKIP
     # Limits as the CPU planner's: a share of the arm's velocity limits, acceleration
     # (rad/s^2) and jerk (rad/s^3). cuRobo plans at full speed, with acceleration and jerk
     # limits raised to match, then slows the plan down by vel_share (its time dilation,
     # which its docs recommend over scaling the limits).
-    vel_share: float = 0.5
-    max_acc: float = 3.0
-    max_jerk: float = 20.0
+    vel_share: Share = 0.5
+    max_acc: Pos = 3.0
+    max_jerk: Pos = 20.0
     # Per carry query: attempts and time budget (s).
-    max_attempts: int = 5
-    timeout_s: float = 1.0
+    max_attempts: PosInt = 5
+    timeout_s: Pos = 1.0
+
+
+DEFAULT_CUROBO = CuroboCfg()
 
 
 def joint_names(side: str) -> list[str]:
@@ -278,7 +281,7 @@ def robot_config(
     hand: np.ndarray,
     urdf_path: str,
     retract: np.ndarray,
-    cfg: CuroboCfg = CuroboCfg(),
+    cfg: CuroboCfg = DEFAULT_CUROBO,
 ) -> dict[str, Any]:
     """cuRobo's robot configuration (``RobotConfig.from_dict``'s ``{"kinematics": ...}``)
     of arm ``side`` with its hand shut in posture ``hand`` (20,): the URDF at ``urdf_path``

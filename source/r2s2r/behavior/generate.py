@@ -12,7 +12,6 @@ the same seed gives the same episodes.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import os
@@ -21,13 +20,13 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from collections.abc import Generator as Stream
 from concurrent.futures import Future, ProcessPoolExecutor
-from dataclasses import dataclass, field, replace
 from itertools import islice
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
+from pydantic import field_validator
 
 from r2s2r.behavior.adapt import (
     AdaptCfg,
@@ -41,9 +40,11 @@ from r2s2r.behavior.demo import SourceDemo, load_demos
 from r2s2r.behavior.execute import REASONS, Attempt, Executor, ReplayRenderer
 from r2s2r.behavior.instance import TaskInstance, check_instance, draw_instance
 from r2s2r.behavior.plan import PlanError, Planner
+from r2s2r.behavior.planners import CARRY_PLANNERS
 from r2s2r.behavior.stats import demo_stats, episode_stats, mean_stats
 from r2s2r.data import CameraCfg, Dataset, DatasetCfg, DatasetWriter
-from r2s2r.spec import TaskSpec, WorldSpec
+from r2s2r.spec import Spec, TaskSpec, WorldSpec
+from r2s2r.spec.base import NonNegInt, PosInt
 from r2s2r.spec.world import CAMERA_NAMES
 from r2s2r.spec.worlds import load_task, load_world
 
@@ -52,8 +53,7 @@ Select = Literal["nearest", "random"]
 LOG_DIR = "generation"
 
 
-@dataclass
-class GenerateCfg:
+class GenerateCfg(Spec):
     """One generation job."""
 
     source: Path | None
@@ -61,20 +61,28 @@ class GenerateCfg:
     episodes: int = 10
     world: str | Path = "nominal"
     behavior: Literal["adapted", "planned"] = "adapted"
-    # The planned behavior's carry planner: OMPL on the CPU, or cuRobo (NVIDIA GPU).
-    planner: Literal["cpu", "curobo"] = "cpu"
+    # The planned behavior's carry planner (``planners.CARRY_PLANNERS``): ``cpu`` (OMPL), or
+    # ``curobo`` (NVIDIA GPU).
+    planner: str = "cpu"
     seed: int = 0
     select: Select = "nearest"
     # Stop after this many attempts even if fewer episodes were kept (default 20 per episode).
-    max_attempts: int | None = None
+    max_attempts: NonNegInt | None = None
     # Camera views of the kept episodes, px (0: no cameras).
-    image_size: int = 256
+    image_size: NonNegInt = 256
     # Processes that simulate attempts (1: this one); kept episodes are rendered and saved
     # here, in attempt order.
-    workers: int = 1
+    workers: PosInt = 1
     overrides: Path | None = None
-    adapt: AdaptCfg = field(default_factory=AdaptCfg)
+    adapt: AdaptCfg = AdaptCfg()
     task: str | Path = "pick_sort"
+
+    @field_validator("planner")
+    @classmethod
+    def _known_planner(cls, name: str) -> str:
+        if name not in CARRY_PLANNERS:
+            raise ValueError(CARRY_PLANNERS.unknown(name))
+        return name
 
 
 class Generator:
@@ -93,8 +101,6 @@ class Generator:
         self.world_name = Path(str(cfg.world)).stem
         if cfg.behavior not in ("adapted", "planned"):
             raise ValueError(f"behavior: expected adapted or planned, got {cfg.behavior!r}")
-        if cfg.planner not in ("cpu", "curobo"):
-            raise ValueError(f"planner: expected cpu or curobo, got {cfg.planner!r}")
         if cfg.planner != "cpu" and cfg.behavior != "planned":
             raise ValueError(f"--planner {cfg.planner} plans routes: it needs --behavior planned")
         if cfg.behavior == "adapted" and cfg.source is None:
@@ -118,13 +124,8 @@ class Generator:
         self.planner = None
         if cfg.behavior == "planned":
             cell = self.executor.env.cell
-            carry = None
-            if cfg.planner == "curobo":
-                from r2s2r.behavior.curobo import CuroboCarry
-
-                carry = CuroboCarry(cell)
             self.planner = Planner(
-                self.world, self.task, cell, trial=self.executor.run, carry=carry
+                self.world, self.task, cell, trial=self.executor.run, carry=cfg.planner
             )
         self.renderer = ReplayRenderer(self.world, self.task) if cfg.image_size else None
         self.log_path = cfg.out / LOG_DIR / "attempts.jsonl"
@@ -135,7 +136,9 @@ class Generator:
         """Attempt until ``episodes`` are kept (or ``max_attempts`` are spent); returns the
         summary (also written to ``DIR/generation/summary.json``)."""
         cfg = self.cfg
-        cams = tuple(CameraCfg(c, cfg.image_size, cfg.image_size) for c in CAMERA_NAMES)
+        cams = tuple(
+            CameraCfg(name=c, height=cfg.image_size, width=cfg.image_size) for c in CAMERA_NAMES
+        )
         ds_cfg = DatasetCfg(cameras=cams if cfg.image_size else (), env_state=True)
         limit = cfg.max_attempts or 20 * cfg.episodes
         start = time.perf_counter()
@@ -296,7 +299,7 @@ class Generator:
             "source": None if cfg.source is None else str(Path(cfg.source).resolve()),
             "task": str(cfg.task),
             "image_size": cfg.image_size,
-            "adapt": dataclasses.asdict(cfg.adapt),
+            "adapt": cfg.adapt.model_dump(),
         }
 
     def _check_job(self) -> None:
@@ -407,7 +410,7 @@ def _start_worker(cfg: GenerateCfg) -> None:
     """A worker's own generator (it simulates; it neither renders nor writes)."""
     global _WORKER
     logging.getLogger("r2s2r.generate").setLevel(logging.ERROR)
-    _WORKER = Generator(replace(cfg, image_size=0, workers=1))
+    _WORKER = Generator(cfg.replace(image_size=0, workers=1))
 
 
 def _simulate(i: int) -> tuple[dict[str, Any], Attempt | None]:

@@ -13,17 +13,17 @@ collision detection, on a model whose arm and hand geoms were compiled with a ma
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import daqp
 import mujoco
 import numpy as np
+from pydantic import model_validator
 from scipy.spatial.transform import Rotation
 
 from r2s2r.sim import robots
 from r2s2r.sim.cell import ARM_DOF, HAND_DOF
 from r2s2r.sim.scene import build_spec
-from r2s2r.spec import TaskSpec, WorldSpec
+from r2s2r.spec import Spec, TaskSpec, WorldSpec
+from r2s2r.spec.base import NonNeg, Pos, Share
 from r2s2r.spec.world import ARM_SIDES
 
 # The cell's parts that do not move (the world body holds the table and the floor).
@@ -61,13 +61,25 @@ def self_contacts(chain: np.ndarray, g1: np.ndarray, g2: np.ndarray) -> np.ndarr
     return arm & (np.abs(c1 - c2) > SELF_SKIP)
 
 
-@dataclass(frozen=True)
-class AvoidCfg:
+class AvoidCfg(Spec):
     """Collision limits of the inverse kinematics."""
 
-    detect_m: float = 0.05  # Obstacles nearer than this are constrained.
-    safety_m: float = 0.01  # The distance the solution keeps from them.
-    gain: float = 0.5  # Share of the distance's excess over ``safety_m`` one step may use.
+    detect_m: Pos = 0.05  # Obstacles nearer than this are constrained.
+    safety_m: NonNeg = 0.01  # The distance the solution keeps from them.
+    gain: Share = 0.5  # Share of the distance's excess over ``safety_m`` one step may use.
+
+    @model_validator(mode="after")
+    def _check(self) -> AvoidCfg:
+        if self.safety_m >= self.detect_m:
+            raise ValueError(
+                f"safety_m: {self.safety_m} must be below detect_m {self.detect_m} (obstacles "
+                "are seen only within detect_m)"
+            )
+        return self
+
+
+# The default collision limits (also the margin ``planning_model`` builds for).
+DEFAULT_AVOID = AvoidCfg()
 
 
 def _clamp(v: np.ndarray, most: float) -> np.ndarray:
@@ -85,7 +97,7 @@ def body_geoms(model: mujoco.MjModel, bodies: set[int]) -> np.ndarray:
 
 
 def planning_model(
-    task: TaskSpec, world: WorldSpec, detect_m: float = AvoidCfg.detect_m
+    task: TaskSpec, world: WorldSpec, detect_m: float = DEFAULT_AVOID.detect_m
 ) -> mujoco.MjModel:
     """The cell compiled for planning: every arm and hand geom carries a margin of
     ``detect_m``, so that MuJoCo's collision detection reports their distances to the
@@ -105,7 +117,7 @@ class ArmKinematics:
     starting from ``qpos`` (the cell's home state: objects stored away)."""
 
     def __init__(
-        self, model: mujoco.MjModel, side: str, qpos: np.ndarray, avoid: AvoidCfg = AvoidCfg()
+        self, model: mujoco.MjModel, side: str, qpos: np.ndarray, avoid: AvoidCfg = DEFAULT_AVOID
     ) -> None:
         self.model, self.side, self.avoid = model, side, avoid
         self.data = mujoco.MjData(model)

@@ -30,12 +30,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
+from pydantic import Field
 from scipy.spatial.transform import Rotation
 
 from r2s2r.behavior.adapt import symmetry_period
 from r2s2r.behavior.instance import TaskInstance, object_pose_on_belt, scaled_object
 from r2s2r.behavior.kinematics import ArmKinematics, planning_model
-from r2s2r.behavior.routes import CarryPlanner, JointLimits, OmplCarry, ruckig_move
+from r2s2r.behavior.planners import CARRY_PLANNERS
+from r2s2r.behavior.routes import JointLimits, ruckig_move
 from r2s2r.geometry.trajectory import min_jerk
 from r2s2r.sim.cell import ACTION_PER_ARM, Cell
 from r2s2r.sim.closures import (
@@ -49,7 +51,8 @@ from r2s2r.sim.closures import (
     power_shut,
 )
 from r2s2r.sim.scene import PALM_DOWN, fingers_direction
-from r2s2r.spec import TaskSpec, WorldSpec
+from r2s2r.spec import Spec, TaskSpec, WorldSpec
+from r2s2r.spec.base import NonNeg, Pos, Share
 from r2s2r.spec.world import ARM_SIDES
 from r2s2r.spec.worlds import sorting_arm
 
@@ -59,35 +62,39 @@ class PlanError(ValueError):
     ``planner_failure``)."""
 
 
-@dataclass(frozen=True)
-class PlannerCfg:
+class PlannerCfg(Spec):
     """Route timing and limits."""
 
-    hover_m: float = 0.10  # Pre-grasp height above the grasp pose.
-    descend_s: float = 0.8
-    close_s: float = 0.5
-    hold_s: float = 0.2
-    lift_m: float = 0.15
-    lift_s: float = 0.8
-    carry_height_m: float = 0.25  # TCP above the bin's floor.
-    release_s: float = 0.4
-    settle_s: float = 1.2
+    hover_m: Pos = 0.10  # Pre-grasp height above the grasp pose.
+    descend_s: Pos = 0.8
+    close_s: Pos = 0.5
+    hold_s: NonNeg = 0.2
+    lift_m: Pos = 0.15
+    lift_s: Pos = 0.8
+    carry_height_m: Pos = 0.25  # TCP above the bin's floor.
+    release_s: Pos = 0.4
+    settle_s: NonNeg = 1.2
     # Joint limits for the free-space segments: a share of the arm's velocity limits, and
     # acceleration (rad/s^2) and jerk (rad/s^3).
-    vel_share: float = 0.5
-    max_acc: float = 3.0
-    max_jerk: float = 20.0
+    vel_share: Share = 0.5
+    max_acc: Pos = 3.0
+    max_jerk: Pos = 20.0
     # The widest an object may reach from its centre along the fingers for a power wrap.
-    power_span_m: float = 0.045
+    power_span_m: Pos = 0.045
     # Turns about the vertical (deg, from straight across the belt) the planner tries.
-    yaws_deg: tuple[float, ...] = tuple(float(y) for y in range(-105, 1, 15))
+    yaws_deg: tuple[float, ...] = Field(
+        default=tuple(float(y) for y in range(-105, 1, 15)), min_length=1
+    )
     # Where along the belt (m from the arm's base, downstream positive) it tries to meet
     # the object, nearest first.
-    meet_offsets_m: tuple[float, ...] = (-0.1, 0.0, -0.2, 0.1, -0.3)
-    carry_plan_s: float = 1.0  # RRT-Connect time budget.
+    meet_offsets_m: tuple[float, ...] = Field(default=(-0.1, 0.0, -0.2, 0.1, -0.3), min_length=1)
+    carry_plan_s: Pos = 1.0  # RRT-Connect time budget.
     # A grasp trial: how long the lifted object must stay in the hand (the belt runs at the
     # middle of the task's speed range).
-    trial_hold_s: float = 0.6
+    trial_hold_s: Pos = 0.6
+
+
+DEFAULT_PLANNER = PlannerCfg()
 
 
 @dataclass(frozen=True)
@@ -119,8 +126,9 @@ class Plan:
 
 
 class Planner:
-    """Plans episodes in one world: our collision-limited IK, ruckig, and a carry planner
-    (``carry``; OMPL on the CPU by default, or cuRobo's ``CuroboCarry`` on a GPU).
+    """Plans episodes in one world: our collision-limited IK, ruckig, and the carry planner
+    named ``carry`` (``planners.CARRY_PLANNERS``: ``cpu``, OMPL, by default, or ``curobo``
+    on a GPU).
 
     With ``trial`` (runs commands for an instance in simulation, e.g. ``Executor.run``),
     each grasp is first tried on its own: the object on the belt straight across from
@@ -133,9 +141,9 @@ class Planner:
         world: WorldSpec,
         task: TaskSpec,
         cell: Cell,
-        cfg: PlannerCfg = PlannerCfg(),
+        cfg: PlannerCfg = DEFAULT_PLANNER,
         trial: Callable[..., Any] | None = None,
-        carry: CarryPlanner | None = None,
+        carry: str = "cpu",
     ):
         self.world, self.task, self.cfg = world, task, cfg
         self.trial = trial
@@ -143,7 +151,7 @@ class Planner:
         self.fps = int(round(task.control_hz))
         self.dt = 1.0 / self.fps
         self.limits = JointLimits.share(cfg.vel_share, cfg.max_acc, cfg.max_jerk)
-        self.carry = carry or OmplCarry(self.limits, self.dt, cfg.carry_plan_s)
+        self.carry = CARRY_PLANNERS.get(carry)(cell, self.limits, self.dt, cfg.carry_plan_s)
         home = cell.home_qpos
         model = planning_model(task, world)
         self.kin = {s: ArmKinematics(model, s, home) for s in ARM_SIDES}
@@ -232,7 +240,7 @@ class Planner:
     def _trial(self, probe: TaskInstance, grasp: Grasp) -> bool:
         assert self.trial is not None
         only = copy.copy(self)
-        only.cfg = replace(self.cfg, yaws_deg=(float(np.degrees(grasp.yaw)),))
+        only.cfg = self.cfg.replace(yaws_deg=(float(np.degrees(grasp.yaw)),))
         only.trial = None
         try:
             plan = only.plan(probe)

@@ -11,15 +11,12 @@ from typing import Annotated, Any
 
 import typer
 
+from r2s2r.spec.worlds import WORLDS
+
 
 class BehaviorKind(StrEnum):
     adapted = "adapted"
     planned = "planned"
-
-
-class PlannerKind(StrEnum):
-    cpu = "cpu"
-    curobo = "curobo"
 
 
 class SelectKind(StrEnum):
@@ -39,17 +36,18 @@ def generate(
     ] = None,
     episodes: Annotated[int, typer.Option("--episodes", min=1, help="episodes to keep")] = 10,
     world: Annotated[
-        str, typer.Option("--world", help="nominal, grounded, or a WorldSpec YAML path")
+        str,
+        typer.Option("--world", help=f"{', '.join(WORLDS.names())}, or a WorldSpec YAML path"),
     ] = "nominal",
     behavior: Annotated[
         BehaviorKind, typer.Option("--behavior", help="how commands are made")
     ] = BehaviorKind.adapted,
     planner: Annotated[
-        PlannerKind,
+        str,
         typer.Option(
             "--planner", help="carry planner of --behavior planned: cpu (OMPL) or curobo (GPU)"
         ),
-    ] = PlannerKind.cpu,
+    ] = "cpu",
     seed: Annotated[int, typer.Option("--seed", help="draws instances, noise and demos")] = 0,
     select: Annotated[
         SelectKind, typer.Option("--select", help="which source demo an instance adapts")
@@ -77,20 +75,21 @@ def generate(
     from r2s2r.behavior.generate import GenerateCfg, Generator
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    cfg = GenerateCfg(
-        source=source,
-        out=out,
-        episodes=episodes,
-        world=world,
-        behavior=behavior.value,
-        planner=planner.value,
-        seed=seed,
-        select=select.value,
-        max_attempts=max_attempts,
-        image_size=image_size,
-        overrides=overrides,
-        workers=workers,
-    )
+    options = {
+        "source": source,
+        "out": out,
+        "episodes": episodes,
+        "world": world,
+        "behavior": behavior.value,
+        "planner": planner,
+        "seed": seed,
+        "select": select.value,
+        "max_attempts": max_attempts,
+        "image_size": image_size,
+        "overrides": overrides,
+        "workers": workers,
+    }
+    cfg = GenerateCfg.from_dict(options, source="r2s2r generate")
     gen = Generator(cfg)
     counts = {"kept": 0, "attempts": 0}
     with tqdm(total=episodes, desc="generate", unit="ep", disable=as_json) as bar:

@@ -8,12 +8,15 @@ from typing import Annotated
 
 import typer
 
+from r2s2r.spec.conditions import CONDITIONS
+from r2s2r.spec.worlds import TASKS, WORLDS
+
 app = typer.Typer(no_args_is_help=True, help="The simulated pick-and-sort cell.")
 
-WorldOpt = Annotated[str, typer.Option(help="nominal | grounded | path to a WorldSpec YAML")]
-ConditionOpt = Annotated[
-    str, typer.Option(help="nominal | red_light | fast_belt | novel_objects | all_shifts")
+WorldOpt = Annotated[
+    str, typer.Option(help=f"{' | '.join(WORLDS.names())} | path to a WorldSpec YAML")
 ]
+ConditionOpt = Annotated[str, typer.Option(help=" | ".join(CONDITIONS.names()))]
 
 
 @app.command()
@@ -68,7 +71,9 @@ def bench(
 def export(
     out: Annotated[Path, typer.Option(help="MJCF file to write")] = Path("outputs/cell.xml"),
     world: WorldOpt = "nominal",
-    task: Annotated[str, typer.Option(help="task preset or TaskSpec YAML")] = "pick_sort",
+    task: Annotated[
+        str, typer.Option(help=f"{' | '.join(TASKS.names())} | path to a TaskSpec YAML")
+    ] = "pick_sort",
 ) -> None:
     """Write the cell as a standalone MJCF file (for MuJoCo's tools or other simulators)."""
     from r2s2r.sim.scene import export_mjcf
@@ -92,7 +97,7 @@ def view(world: WorldOpt = "nominal", condition: ConditionOpt = "nominal", seed:
 
     from r2s2r.sim.env import PickSortEnv
 
-    env = PickSortEnv(world=world, condition=condition, images=False)  # type: ignore[arg-type]
+    env = PickSortEnv(world=world, condition=condition, images=False)
     env.reset(seed=seed)
     data = env.physics.mjdata(0)
     mujoco.viewer.launch(env.model, data)

@@ -7,9 +7,12 @@ The schema follows LeRobot's dataset v3.0 ``info.json`` conventions: every featu
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
+from pydantic import Field, model_validator
+
+from r2s2r.spec import Spec, SpecError
+from r2s2r.spec.base import PosInt
 from r2s2r.spec.world import CAMERA_NAMES
 
 CODEBASE_VERSION = "v3.0"
@@ -59,8 +62,7 @@ ACTION_DIM = len(action_names())
 ENV_STATE_DIM = len(env_state_names())
 
 
-@dataclass(frozen=True)
-class CameraCfg:
+class CameraCfg(Spec):
     """One camera stream."""
 
     # Short name, as in the env's ``images`` dict; the feature key is ``observation.images.<name>``.
@@ -73,44 +75,44 @@ class CameraCfg:
         return IMAGE_PREFIX + self.name
 
 
-@dataclass(frozen=True)
-class VideoCfg:
+class VideoCfg(Spec):
     """How camera streams are encoded (H.264 through PyAV)."""
 
     # ``lossless`` stores exact RGB (libx264rgb, qp 0); files are several times larger.
     lossless: bool = False
     # Constant rate factor of the lossy encoder (lower is better and larger).
-    crf: int = 23
+    crf: Annotated[int, Field(ge=0, le=51)] = 23
     preset: str = "veryfast"
     # Keyframe interval in frames: random access decodes at most this many frames.
-    gop: int = 10
+    gop: PosInt = 10
 
 
-@dataclass(frozen=True)
-class DatasetCfg:
+class DatasetCfg(Spec):
     """A dataset's fixed properties, written to ``meta/info.json`` when it is created."""
 
     fps: int = 50
-    cameras: tuple[CameraCfg, ...] = tuple(CameraCfg(n) for n in CAMERA_NAMES)
+    cameras: tuple[CameraCfg, ...] = tuple(CameraCfg(name=n) for n in CAMERA_NAMES)
     robot_type: str = "rizon4s_wuji2_bimanual"
     action_mode: Literal["tcp", "joint"] = "tcp"
-    video: VideoCfg = field(default_factory=VideoCfg)
+    video: VideoCfg = VideoCfg()
     # Whether frames carry ``observation.environment_state``: the presented object's pose,
     # where the rig (or simulator) can track it. Demo adaptation needs it.
     env_state: bool = False
 
-    def __post_init__(self) -> None:
+    @model_validator(mode="after")
+    def _check(self) -> DatasetCfg:
         if self.fps <= 0:
-            raise DatasetError(f"fps must be positive, got {self.fps}")
+            raise ValueError(f"fps must be positive, got {self.fps}")
         names = [c.name for c in self.cameras]
         if len(set(names)) != len(names):
-            raise DatasetError(f"camera names must be unique, got {names}")
+            raise ValueError(f"camera names must be unique, got {names}")
         for cam in self.cameras:
             if cam.height % 2 or cam.width % 2 or cam.height <= 0 or cam.width <= 0:
-                raise DatasetError(
+                raise ValueError(
                     f"camera {cam.name!r}: H.264 needs positive even sizes, "
                     f"got {cam.width}x{cam.height}"
                 )
+        return self
 
     def features(self) -> dict[str, dict[str, Any]]:
         """The ``features`` block of ``info.json``."""
@@ -159,19 +161,15 @@ class DatasetCfg:
 
     def to_json(self) -> dict[str, Any]:
         """This config as stored under ``r2s2r`` in ``info.json`` (to reopen the dataset)."""
-        return asdict(self)
+        return self.model_dump()
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> DatasetCfg:
-        """The inverse of ``to_json``."""
-        return cls(
-            fps=int(data["fps"]),
-            cameras=tuple(CameraCfg(**c) for c in data["cameras"]),
-            robot_type=str(data["robot_type"]),
-            action_mode=data["action_mode"],
-            video=VideoCfg(**data["video"]),
-            env_state=bool(data.get("env_state", False)),
-        )
+        """The inverse of ``to_json`` (datasets written before ``env_state`` lack it)."""
+        try:
+            return cls.from_dict({"env_state": False, **data}, source="info.json (r2s2r)")
+        except SpecError as err:
+            raise DatasetError(str(err)) from None
 
 
 # Per-episode metadata columns of this project (beyond LeRobot's), with their Arrow types.

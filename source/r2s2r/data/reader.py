@@ -94,7 +94,7 @@ class Dataset:
         out = []
         for key in self.camera_keys:
             h, w, _ = self.features[key]["shape"]
-            out.append(CameraCfg(key.removeprefix("observation.images."), h, w))
+            out.append(CameraCfg(name=key.removeprefix("observation.images."), height=h, width=w))
         return out
 
     def __len__(self) -> int:

@@ -23,7 +23,7 @@ from r2s2r.ground.grounding import Grounding
 from r2s2r.ground.replay import Replay, capture_replay, compare_replay
 from r2s2r.ground.report import write_report
 from r2s2r.ground.scene import capture_scene, ground_scene
-from r2s2r.ground.sysid import SysIdConfig, SysIdRecordings, identify, record_sysid
+from r2s2r.ground.sysid import SysIdCfg, SysIdRecordings, identify, record_sysid
 from r2s2r.rig.safety import SafetySupervisor
 from r2s2r.spec import TaskSpec, WorldSpec
 
@@ -38,7 +38,7 @@ def capture_all(
     out: Path,
     nominal: WorldSpec,
     board: Checkerboard | None = None,
-    sysid: SysIdConfig | None = None,
+    sysid: SysIdCfg | None = None,
     seed: int = 0,
     progress: bool = True,
 ) -> Path:
@@ -60,7 +60,7 @@ def capture_all(
     def step() -> None:
         rig.step()
 
-    recordings = record_sysid(supervisor, step, sysid or SysIdConfig(), progress=progress)
+    recordings = record_sysid(supervisor, step, sysid or SysIdCfg(), progress=progress)
     (out / "sysid").mkdir(exist_ok=True)
     recordings.save(out / "sysid")
     capture_replay(rig, supervisor, out, seed=seed + 7)

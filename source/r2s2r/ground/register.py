@@ -11,9 +11,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Annotated
 
 import cv2
 import numpy as np
+from pydantic import Field
 from scipy.spatial.transform import Rotation
 
 from r2s2r.ground.pointcloud import (
@@ -24,7 +26,8 @@ from r2s2r.ground.pointcloud import (
     silhouette,
     transform,
 )
-from r2s2r.spec import WorldSpec
+from r2s2r.spec import Spec, WorldSpec
+from r2s2r.spec.base import NonNeg, NonNegInt, Pos, PosInt, Share
 from r2s2r.spec.task import BinSpec, ObjectSpec
 from r2s2r.spec.world import BinLayout, LayoutSpec
 
@@ -48,32 +51,31 @@ class RegistrationError(ValueError):
     """The capture cannot be registered; the message says what is wrong and what to capture."""
 
 
-@dataclass(frozen=True)
-class RegistrationCfg:
+class RegistrationCfg(Spec):
     """Tuning of scene registration (metres and degrees)."""
 
-    seed: int = 0
+    seed: NonNegInt = 0
     # How far the belt and bins may be from their drawn poses (horizontally / vertically).
-    search_margin: float = 0.10
-    search_height: float = 0.05
+    search_margin: Pos = 0.10
+    search_height: Pos = 0.05
     # Belt: RANSAC inlier distance, surface band for its pixels, largest tilt from level, and
     # how far below the plane a neighbour must be for the pair to mark an edge.
-    plane_threshold: float = 0.003
-    surface_band: float = 0.002
-    max_tilt_deg: float = 15.0
-    edge_drop: float = 0.005
-    ransac_points: int = 20000
+    plane_threshold: Pos = 0.003
+    surface_band: Pos = 0.002
+    max_tilt_deg: Annotated[float, Field(gt=0, lt=90)] = 15.0
+    edge_drop: Pos = 0.005
+    ransac_points: PosInt = 20000
     # The belt must be seen over at least this share of its length and width.
-    min_belt_coverage: float = 0.5
+    min_belt_coverage: Share = 0.5
     # Surface sample spacing of the registered models, and scene points used per ICP.
-    model_spacing: float = 0.004
-    bin_points: int = 4000
-    object_points: int = 1500
+    model_spacing: Pos = 0.004
+    bin_points: PosInt = 4000
+    object_points: PosInt = 1500
     # Objects: lowest height above the belt that counts, depth jump that separates two
     # things, and the mask IoU an object pose needs to be accepted.
-    object_min_height: float = 0.003
-    depth_jump: float = 0.02
-    iou_accept: float = 0.6
+    object_min_height: NonNeg = 0.003
+    depth_jump: Pos = 0.02
+    iou_accept: Share = 0.6
 
 
 # The default tuning, as the registration functions' default argument.

@@ -5,7 +5,7 @@ the nominal models.
 Typical use on a rig (twin or hardware)::
 
     sup = SafetySupervisor(rig.arms, rig.hands, rig.now)
-    recs = record_sysid(sup, rig.step, SysIdConfig())
+    recs = record_sysid(sup, rig.step, SysIdCfg())
     recs.save("captures/sysid")
     report = identify(recs, nominal_world)
     grounded = report.world(nominal_world)
@@ -20,6 +20,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from pydantic import Field, field_validator
+
 from r2s2r.ground.sysid_arm import ARM_PARAMS, ArmFit, evaluate_arm, fit_arm
 from r2s2r.ground.sysid_data import (
     ArmRecording,
@@ -31,7 +33,9 @@ from r2s2r.ground.sysid_data import (
 from r2s2r.ground.sysid_excite import arm_excitation, hand_excitation
 from r2s2r.ground.sysid_hand import HandFit, evaluate_hand, fit_hand
 from r2s2r.rig.safety import SafetySupervisor
-from r2s2r.spec import WorldSpec
+from r2s2r.spec import Spec, WorldSpec
+from r2s2r.spec.base import NonNegInt, Pos, PosInt
+from r2s2r.spec.world import ArmControllerSpec
 
 __all__ = [
     "ARM_PARAMS",
@@ -39,7 +43,7 @@ __all__ = [
     "ArmRecording",
     "HandFit",
     "HandRecording",
-    "SysIdConfig",
+    "SysIdCfg",
     "SysIdError",
     "SysIdRecordings",
     "SysIdReport",
@@ -56,28 +60,36 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class SysIdConfig:
+class SysIdCfg(Spec):
     """How much to record and how to fit (defaults follow the reference study)."""
 
     # Arm excitation for fitting and a separate held-out one (another seed), seconds.
-    arm_train_s: float = 80.0
-    arm_held_out_s: float = 15.0
-    arm_seed: int = 0
+    arm_train_s: Pos = 80.0
+    arm_held_out_s: Pos = 15.0
+    arm_seed: NonNegInt = 0
     # Hand episodes per hand; both hands play at once, so two hands give twice as many.
-    hand_train_episodes: int = 6
-    hand_val_episodes: int = 3
-    hand_episode_s: float = 4.0
-    hand_seed: int = 0
-    hz: float = 50.0
+    hand_train_episodes: PosInt = 6
+    hand_val_episodes: PosInt = 3
+    hand_episode_s: Pos = 4.0
+    hand_seed: NonNegInt = 0
+    hz: Pos = 50.0
     # Arm fit: multiple-shooting windows, started every stride_s from recorded states.
-    window_s: float = 1.0
-    stride_s: float = 1.0
-    arm_params: tuple[str, ...] = ARM_PARAMS
-    arm_max_iter: int = 20
-    hand_max_iter: int = 8
+    window_s: Pos = 1.0
+    stride_s: Pos = 1.0
+    arm_params: tuple[str, ...] = Field(default=ARM_PARAMS, min_length=1)
+    arm_max_iter: PosInt = 20
+    hand_max_iter: PosInt = 8
+
+    @field_validator("arm_params")
+    @classmethod
+    def _known_params(cls, params: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = [p for p in params if p not in ArmControllerSpec.model_fields]
+        if unknown:
+            raise ValueError(f"{unknown} are not ArmControllerSpec fields (fit e.g. {ARM_PARAMS})")
+        return params
 
 
+DEFAULT_SYSID = SysIdCfg()
 _SETS = ("arm_train", "arm_held_out", "hand_train", "hand_val")
 
 
@@ -118,7 +130,7 @@ class SysIdRecordings:
 def record_sysid(
     sup: SafetySupervisor,
     step: Callable[[], None],
-    config: SysIdConfig = SysIdConfig(),
+    config: SysIdCfg = DEFAULT_SYSID,
     sides: Sequence[str] = ("left", "right"),
     progress: bool = True,
 ) -> SysIdRecordings:
@@ -181,7 +193,7 @@ class SysIdReport:
 def identify(
     recordings: SysIdRecordings,
     nominal: WorldSpec,
-    config: SysIdConfig = SysIdConfig(),
+    config: SysIdCfg = DEFAULT_SYSID,
     progress: bool = True,
 ) -> SysIdReport:
     """Fit the arm controller and hand actuators to the training recordings and judge both

@@ -14,12 +14,12 @@ wrist, then for thumb, index, middle, ring, little: four points from the base to
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import mujoco
 import numpy as np
 
 from r2s2r.sim import robots
+from r2s2r.spec import Spec
+from r2s2r.spec.base import NonNeg, Pos, PosInt
 
 NUM_KEYPOINTS = 21
 # Vector pairs (from keypoint, to keypoint): wrist to tips and wrist to middle knuckles
@@ -77,25 +77,24 @@ class HandKinematics:
         return out
 
 
-@dataclass
-class RetargetConfig:
+class RetargetCfg(Spec):
     """Weights and solver settings of the retargeting objective."""
 
     # Robot hand size over human hand size (the human vectors are scaled by it).
-    scale: float = 1.0
-    pinch_m: float = 0.02  # Human thumb-tip distance below which a pinch is enforced.
-    pinch_weight: float = 10.0
-    middle_weight: float = 0.5
-    smooth_weight: float = 1e-3  # Pull towards the previous solution (temporal smoothing).
-    iterations: int = 6
-    tolerance: float = 1e-7
+    scale: Pos = 1.0
+    pinch_m: NonNeg = 0.02  # Human thumb-tip distance below which a pinch is enforced.
+    pinch_weight: Pos = 10.0
+    middle_weight: NonNeg = 0.5
+    smooth_weight: NonNeg = 1e-3  # Pull towards the previous solution (temporal smoothing).
+    iterations: PosInt = 6
+    tolerance: NonNeg = 1e-7
 
 
 class Retargeter:
     """Solves joint angles for streams of human keypoints; call ``solve`` once per frame."""
 
-    def __init__(self, config: RetargetConfig | None = None, side: str = "right") -> None:
-        self.cfg = config or RetargetConfig()
+    def __init__(self, config: RetargetCfg | None = None, side: str = "right") -> None:
+        self.cfg = config or RetargetCfg()
         self.kin = HandKinematics(side)
         self.q = np.clip(np.zeros(20), self.kin.lo, self.kin.hi)
         self._a = np.array([a for a, _ in PAIRS])

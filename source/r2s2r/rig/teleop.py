@@ -23,7 +23,7 @@ from scipy.spatial.transform import Rotation
 
 from r2s2r.geometry.poses import matrix_to_pose, pose_to_matrix
 from r2s2r.rig.interfaces import HandKeypoints
-from r2s2r.rig.retarget import RetargetConfig, Retargeter
+from r2s2r.rig.retarget import RetargetCfg, Retargeter
 from r2s2r.rig.safety import SafetySupervisor
 from r2s2r.sim.kernels import ACTION_PER_ARM
 from r2s2r.spec.world import ARM_SIDES
@@ -102,13 +102,13 @@ class TeleopSession:
         rig: Any,
         supervisor: SafetySupervisor,
         calibration: TrackerCalibration,
-        retargeter: dict[str, Retargeter] | RetargetConfig | None = None,
+        retargeter: dict[str, Retargeter] | RetargetCfg | None = None,
     ) -> None:
         self.rig, self.sup, self.calibration = rig, supervisor, calibration
         if isinstance(retargeter, dict):
             self.retargeters = retargeter
         else:
-            cfg = retargeter or RetargetConfig(scale=1.0 / HUMAN_HAND_SCALE)
+            cfg = retargeter or RetargetCfg(scale=1.0 / HUMAN_HAND_SCALE)
             self.retargeters = {side: Retargeter(cfg, side=side) for side in ARM_SIDES}
         self.active = ARM_SIDES[0]
         self.rejected_frames = 0

@@ -27,6 +27,7 @@ from r2s2r.sim.physics import MujocoPhysics
 from r2s2r.sim.render import SceneRenderer
 from r2s2r.sim.scene import build_scene
 from r2s2r.spec import TaskSpec, WorldSpec
+from r2s2r.spec.conditions import apply_condition
 from r2s2r.spec.world import ARM_SIDES, CAMERA_NAMES
 from r2s2r.spec.worlds import load_task, load_world
 
@@ -123,14 +124,16 @@ class TwinRig:
         task: str | Path | TaskSpec = "pick_sort",
         realtime: bool = False,
         native_cameras: bool = False,
+        condition: str = "nominal",
     ) -> None:
         rng = np.random.default_rng(seed)
         self.nominal = load_world(world)
-        self.task = load_task(task)
-        self.__truth = TwinTruth(
-            true_world(self.nominal, rng), true_camera_effects(rng, list(CAMERA_NAMES))
+        # The condition (``r2s2r.spec.conditions``) shifts the task and the hidden world.
+        self.condition = condition
+        self.task, truth_world = apply_condition(
+            condition, load_task(task), true_world(self.nominal, rng)
         )
-        truth_world = self.__truth.world
+        self.__truth = TwinTruth(truth_world, true_camera_effects(rng, list(CAMERA_NAMES)))
         scene = build_scene(self.task, truth_world, lambda spec: add_board(spec, TWIN_BOARD))
         belt = truth_world.layout.belt
         self._board_poses = board_placements(

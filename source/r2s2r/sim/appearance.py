@@ -1,4 +1,5 @@
-"""Lighting and colours: the shifted lighting condition and appearance randomization."""
+"""Lighting and colours: the world's lighting (a condition may have shifted it) and
+appearance randomization."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from r2s2r.sim.scene import Scene
 class Appearance:
     """Per-world appearance parameters, drawn per episode and applied to a model to render."""
 
-    def __init__(self, scene: Scene, condition: str, randomize: bool, num_worlds: int = 1) -> None:
+    def __init__(self, scene: Scene, randomize: bool, num_worlds: int = 1) -> None:
         model, world = scene.model, scene.world
         self.randomize = randomize
         self.ranges = world.appearance
@@ -21,8 +22,6 @@ class Appearance:
         self.belt_mat = model.material("belt_mat").id
         light = world.lighting
         rgb = np.asarray(light.rgb, float)
-        if condition in ("red_light", "all_shifts"):
-            rgb = np.asarray(scene.task.shifts.red_light_rgb, float)
         self.base_rgb = rgb
         self.base_intensity = light.intensity
         self.base_dir = np.asarray(light.direction, float) / np.linalg.norm(light.direction)

@@ -20,8 +20,6 @@ from r2s2r.sim.physics import Physics
 from r2s2r.sim.scene import CART_AXES, GROUP_CARTESIAN, GROUP_JOINT, Scene, storage_pos
 from r2s2r.spec.world import ARM_SIDES
 
-Condition = Literal["nominal", "red_light", "fast_belt", "novel_objects", "all_shifts"]
-CONDITIONS: tuple[str, ...] = ("nominal", "red_light", "fast_belt", "novel_objects", "all_shifts")
 ActionMode = Literal["tcp", "joint"]
 PENDING, SORTED, WRONG_BIN, DROPPED = (
     kernels.PENDING,
@@ -92,19 +90,15 @@ def set_action_mode(model: mujoco.MjModel, mode: ActionMode) -> None:
 
 
 class Cell:
-    """Episode state and stepping for N worlds of one scene on one physics backend."""
+    """Episode state and stepping for N worlds of one scene on one physics backend.
 
-    def __init__(
-        self,
-        scene: Scene,
-        physics: Physics,
-        condition: Condition = "nominal",
-        action_mode: ActionMode = "tcp",
-    ) -> None:
-        if condition not in CONDITIONS:
-            raise ValueError(f"condition must be one of {CONDITIONS}, got {condition!r}")
+    Episodes follow the scene's task: objects drawn from its ``spawn_pool``, the belt at
+    its ``fixed_speed`` or at one drawn from ``speed_range`` (a condition is applied to the
+    specs before the scene is built, ``r2s2r.spec.conditions``).
+    """
+
+    def __init__(self, scene: Scene, physics: Physics, action_mode: ActionMode = "tcp") -> None:
         self.scene, self.physics = scene, physics
-        self.condition = condition
         self.action_mode = action_mode
         task, world = scene.task, scene.world
         model = scene.model
@@ -120,11 +114,7 @@ class Cell:
         self.nsub = max(1, round(self.dt / model.opt.timestep))
         self.max_steps = int(round(task.episode_s * task.control_hz))
         self.motion = MotionGenerator(world.controller, self.n, self.dt)
-        novel = condition in ("novel_objects", "all_shifts")
-        pool = task.novel_objects if novel else task.objects
-        if novel and not pool:
-            raise ValueError(f"task {task.name} has no novel_objects for condition {condition}")
-        self.pool = np.array([self.objects.index(o) for o in pool])
+        self.pool = np.array([self.objects.index(o) for o in task.spawn_pool])
         self.bin_names = [b.name for b in task.bins]
         self.assigned_bin = np.array(
             [self.bin_names.index(task.bin_for(o).name) for o in self.objects]
@@ -194,16 +184,16 @@ class Cell:
         """Start new episodes in ``worlds`` (indices), each drawn from its own generator.
 
         ``objects`` names the objects to spawn (one per spawn slot, in every reset world)
-        instead of drawing them from the condition's pool; ``spawn`` (belt speed, lateral
+        instead of drawing them from the task's spawn pool; ``spawn`` (belt speed, lateral
         offsets (S,), yaws (S,)) replaces the drawn belt speed and spawn poses likewise;
         ``scales`` (S,) scales each slot's object uniformly (size, mass and inertia), which
         only a one-world CPU backend can do, since it changes the model.
         """
         task = self.scene.task
         belt = task.belt
-        fast = self.condition in ("fast_belt", "all_shifts")
+        fixed = belt.fixed_speed
         for w, rng in zip(worlds, rngs, strict=True):
-            self.belt_speed[w] = belt.fast_speed if fast else rng.uniform(*belt.speed_range)
+            self.belt_speed[w] = fixed if fixed is not None else rng.uniform(*belt.speed_range)
             self.chosen[w] = rng.choice(
                 self.pool, size=len(self.spawn_time), replace=len(self.pool) < len(self.spawn_time)
             )

@@ -24,7 +24,7 @@ def run_demo(
     fps: int = 25,
 ) -> dict[str, Any]:
     """Run the scripted picker for one episode and write ``out/demo.mp4``."""
-    env = PickSortEnv(world=world, condition=condition, images=False)  # type: ignore[arg-type]
+    env = PickSortEnv(world=world, condition=condition, images=False)
     obs, info = env.reset(seed=seed)
     picker = ScriptedPicker(env)
     picker.reset(obs, info)
@@ -58,7 +58,7 @@ def picker_success(
 ) -> list[str]:
     """Run the scripted picker on seeds ``seed .. seed + episodes - 1`` without cameras;
     returns each episode's outcome."""
-    env = PickSortEnv(world=world, condition=condition, images=False)  # type: ignore[arg-type]
+    env = PickSortEnv(world=world, condition=condition, images=False)
     picker = ScriptedPicker(env)
     outcomes = []
     for s in tqdm(range(seed, seed + episodes), desc="episodes", unit="ep"):

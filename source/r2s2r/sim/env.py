@@ -21,13 +21,13 @@ from r2s2r.sim.cell import (
     STATUS_NAMES,
     ActionMode,
     Cell,
-    Condition,
     set_action_mode,
 )
 from r2s2r.sim.physics import PhysicsName, make_physics
 from r2s2r.sim.render import SceneRenderer
 from r2s2r.sim.scene import build_scene
 from r2s2r.spec import TaskSpec, WorldSpec
+from r2s2r.spec.conditions import apply_condition
 from r2s2r.spec.world import CAMERA_NAMES
 from r2s2r.spec.worlds import load_task, load_world
 
@@ -80,7 +80,7 @@ class PickSortEnv(gym.Env[dict[str, Any], np.ndarray]):
         self,
         world: str | Path | WorldSpec = "nominal",
         task: str | Path | TaskSpec = "pick_sort",
-        condition: Condition = "nominal",
+        condition: str = "nominal",
         physics: PhysicsName = "mujoco",
         action_mode: ActionMode = "tcp",
         images: bool = True,
@@ -88,15 +88,18 @@ class PickSortEnv(gym.Env[dict[str, Any], np.ndarray]):
         randomize_appearance: bool = False,
         render_mode: str | None = None,
     ) -> None:
-        self.world_spec = load_world(world)
-        self.task_spec = load_task(task)
+        # The specs as the condition (a name in ``r2s2r.spec.conditions.CONDITIONS``) has them.
+        self.task_spec, self.world_spec = apply_condition(
+            condition, load_task(task), load_world(world)
+        )
+        self.condition = condition
         self.scene = build_scene(self.task_spec, self.world_spec)
         set_action_mode(self.scene.model, action_mode)
         self.physics = make_physics(physics, self.scene.model, 1)
-        self.cell = Cell(self.scene, self.physics, condition, action_mode)
+        self.cell = Cell(self.scene, self.physics, action_mode)
         self.images, self.depth = images, depth
         self.render_mode = render_mode
-        self.appearance = Appearance(self.scene, condition, randomize_appearance)
+        self.appearance = Appearance(self.scene, randomize_appearance)
         self._renderer: SceneRenderer | None = None
         self.observation_space = observation_space(self.world_spec.render.obs_size, depth, images)
         self.action_space = action_space(action_mode)
@@ -135,7 +138,7 @@ class PickSortEnv(gym.Env[dict[str, Any], np.ndarray]):
             "object_names": [cell.objects[i].name for i in chosen],
             "assigned_bins": [cell.bin_names[cell.assigned_bin[i]] for i in chosen],
             "belt_speed": float(cell.belt_speed[0]),
-            "condition": cell.condition,
+            "condition": self.condition,
         }
         return self._obs(), self._info()
 

@@ -19,7 +19,6 @@ from r2s2r.sim.cell import (
     HAND_DOF,
     ActionMode,
     Cell,
-    Condition,
     set_action_mode,
 )
 from r2s2r.sim.env import EMBODIMENT_IDS, action_space, observation_space
@@ -28,6 +27,7 @@ from r2s2r.sim.scene import build_scene
 from r2s2r.sim.warp_physics import WarpPhysics
 from r2s2r.sim.warp_render import WarpSceneRenderer
 from r2s2r.spec import TaskSpec, WorldSpec
+from r2s2r.spec.conditions import apply_condition
 from r2s2r.spec.world import CAMERA_NAMES
 from r2s2r.spec.worlds import load_task, load_world
 
@@ -56,7 +56,7 @@ class PickSortVectorEnv(gym.vector.VectorEnv[dict[str, Any], np.ndarray, np.ndar
         num_envs: int,
         world: str | Path | WorldSpec = "nominal",
         task: str | Path | TaskSpec = "pick_sort",
-        condition: Condition = "nominal",
+        condition: str = "nominal",
         action_mode: ActionMode = "tcp",
         images: bool = False,
         device: str | None = None,
@@ -66,13 +66,15 @@ class PickSortVectorEnv(gym.vector.VectorEnv[dict[str, Any], np.ndarray, np.ndar
         if renderer not in ("mujoco", "mujoco_warp"):
             raise ValueError(f"renderer must be 'mujoco' or 'mujoco_warp', got {renderer!r}")
         self.num_envs = num_envs
-        self.world_spec = load_world(world)
-        self.task_spec = load_task(task)
+        self.task_spec, self.world_spec = apply_condition(
+            condition, load_task(task), load_world(world)
+        )
+        self.condition = condition
         self.scene = build_scene(self.task_spec, self.world_spec)
         set_action_mode(self.scene.model, action_mode)
         self.physics = WarpPhysics(self.scene.model, num_envs, device=device)
-        self.cell = Cell(self.scene, self.physics, condition, action_mode)
-        self.appearance = Appearance(self.scene, condition, randomize_appearance, num_envs)
+        self.cell = Cell(self.scene, self.physics, action_mode)
+        self.appearance = Appearance(self.scene, randomize_appearance, num_envs)
         self.images = images
         self.renderer_backend = renderer
         self._renderer: SceneRenderer | None = None

@@ -1,6 +1,7 @@
-"""Validated, immutable configuration types; YAML in ``config/`` loads into them."""
+"""Validated, immutable configuration types; YAML presets (packaged, or the user's
+``config/``) load into them."""
 
-from r2s2r.spec.base import Spec, SpecError, resolve_config
+from r2s2r.spec.base import Spec, SpecError
 from r2s2r.spec.task import BinSpec, ObjectSpec, TaskSpec
 from r2s2r.spec.world import CameraSpec, Pose, WorldSpec
 
@@ -13,5 +14,4 @@ __all__ = [
     "SpecError",
     "TaskSpec",
     "WorldSpec",
-    "resolve_config",
 ]

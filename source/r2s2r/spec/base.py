@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Any, Self
+from typing import Annotated, Any, Self
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from r2s2r.paths import config_dir
+# Constrained numbers shared by the specs and the configs built on them.
+Pos = Annotated[float, Field(gt=0)]
+NonNeg = Annotated[float, Field(ge=0)]
+Unit = Annotated[float, Field(ge=0, le=1)]
+# A share of something: above 0, at most all of it.
+Share = Annotated[float, Field(gt=0, le=1)]
+PosInt = Annotated[int, Field(gt=0)]
+NonNegInt = Annotated[int, Field(ge=0)]
 
 
 class SpecError(ValueError):
@@ -29,11 +37,14 @@ class Spec(BaseModel):
             raise SpecError(format_validation_error(err, source, cls.__name__)) from None
 
     @classmethod
-    def load(cls, path: str | Path) -> Self:
-        """Load from a YAML file."""
-        path = Path(path)
+    def load(cls, path: str | Path | Traversable) -> Self:
+        """Load from a YAML file (a path, or a packaged preset's resource)."""
+        if isinstance(path, str):
+            path = Path(path)
         if not path.is_file():
-            raise SpecError(f"{path}: no such {cls.__name__} file")
+            raise SpecError(
+                f"{path}: no such {cls.__name__} file (it does not exist or is a folder)"
+            )
         try:
             data = yaml.safe_load(path.read_text())
         except yaml.YAMLError as err:
@@ -67,11 +78,3 @@ def format_validation_error(err: ValidationError, source: str, what: str) -> str
         else:
             lines.append(f"  {key}: {e['msg']} (got {e.get('input')!r})")
     return "\n".join(lines)
-
-
-def resolve_config(kind: str, name_or_path: str | Path) -> Path:
-    """Map a preset name (``config/<kind>/<name>.yaml``) or a path to a file path."""
-    candidate = Path(name_or_path)
-    if candidate.suffix in (".yaml", ".yml") or candidate.is_file():
-        return candidate
-    return config_dir() / kind / f"{name_or_path}.yaml"

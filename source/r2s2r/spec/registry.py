@@ -13,8 +13,9 @@ from typing import Generic, TypeVar
 T = TypeVar("T")
 
 
-class RegistryError(KeyError):
-    """A name registered twice, or looked up but never registered."""
+class RegistryError(KeyError, ValueError):
+    """A name registered twice, or looked up but never registered (a bad value, too, so that
+    callers reporting bad input catch it with the rest)."""
 
     def __str__(self) -> str:
         # KeyError quotes its argument; the message reads better as plain text.

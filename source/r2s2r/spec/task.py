@@ -7,11 +7,8 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import Field, model_validator
 
-from r2s2r.spec.base import Spec
+from r2s2r.spec.base import NonNeg, Pos, Spec, Unit
 
-Pos = Annotated[float, Field(gt=0)]
-NonNeg = Annotated[float, Field(ge=0)]
-Unit = Annotated[float, Field(ge=0, le=1)]
 Shape = Literal["box", "cylinder", "sphere", "capsule", "ellipsoid"]
 # Number of size parameters MuJoCo takes for each primitive (half-sizes / radius / half-length).
 SHAPE_SIZES: dict[str, int] = {"box": 3, "cylinder": 2, "sphere": 1, "capsule": 2, "ellipsoid": 3}
@@ -67,10 +64,13 @@ class BinSpec(Spec):
 
 
 class BeltSpec(Spec):
-    """Belt speed: drawn uniformly from ``speed_range`` per episode; ``fast_speed`` when shifted."""
+    """Belt speed: drawn uniformly from ``speed_range`` per episode, or ``fixed_speed`` in every
+    episode when that is set (the fast-belt condition sets it to ``fast_speed``)."""
 
     speed_range: tuple[Pos, Pos]
     fast_speed: Pos
+    # Set, episodes run at this speed and draw none (the random stream skips the draw).
+    fixed_speed: Pos | None = None
 
     @model_validator(mode="after")
     def _check(self) -> BeltSpec:
@@ -79,6 +79,11 @@ class BeltSpec(Spec):
             raise ValueError(f"speed_range: min {lo} is above max {hi}")
         if self.fast_speed <= hi:
             raise ValueError(f"fast_speed: {self.fast_speed} must exceed the nominal max {hi}")
+        if self.fixed_speed is not None and self.fixed_speed > self.fast_speed:
+            raise ValueError(
+                f"fixed_speed: {self.fixed_speed} is above fast_speed {self.fast_speed}, the "
+                "fastest the belt is built for"
+            )
         return self
 
 
@@ -96,6 +101,9 @@ class SpawnSpec(Spec):
     # cell's own episodes (the env, the twin) present objects at their spec sizes, as the
     # real objects are.
     size_scale: tuple[Pos, Pos] = (1.0, 1.0)
+    # Which of the task's object lists the spawned objects are drawn from (the novel-objects
+    # condition draws from ``novel_objects``).
+    pool: Literal["objects", "novel_objects"] = "objects"
 
     @model_validator(mode="after")
     def _check_scale(self) -> SpawnSpec:
@@ -114,7 +122,7 @@ class SuccessSpec(Spec):
 
 
 class ShiftSpec(Spec):
-    """The shifted evaluation conditions."""
+    """What the shifted evaluation conditions change to (``r2s2r.spec.conditions``)."""
 
     red_light_rgb: tuple[Unit, Unit, Unit] = (1.0, 0.25, 0.2)
 
@@ -157,17 +165,36 @@ class TaskSpec(Spec):
 
     @model_validator(mode="after")
     def _check_settle(self) -> TaskSpec:
-        if self.belt.speed_range[0] <= self.success.settle_speed:
+        settle = self.success.settle_speed
+        if self.belt.speed_range[0] <= settle:
             raise ValueError(
                 f"belt.speed_range: the slowest belt speed {self.belt.speed_range[0]} must exceed "
-                f"success.settle_speed {self.success.settle_speed}, or objects riding the belt "
+                f"success.settle_speed {settle}, or objects riding the belt "
                 "would count as resting"
             )
+        fixed = self.belt.fixed_speed
+        if fixed is not None and fixed <= settle:
+            raise ValueError(
+                f"belt.fixed_speed: {fixed} must exceed success.settle_speed {settle}, or "
+                "objects riding the belt would count as resting"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _check_pool(self) -> TaskSpec:
+        if not self.spawn_pool:
+            raise ValueError(f"spawn.pool: the task's {self.spawn.pool} list is empty")
         return self
 
     @property
     def all_objects(self) -> tuple[ObjectSpec, ...]:
+        """Every object the scene holds: the nominal ones, then the novel ones."""
         return self.objects + self.novel_objects
+
+    @property
+    def spawn_pool(self) -> tuple[ObjectSpec, ...]:
+        """The objects episodes draw from (``spawn.pool``)."""
+        return self.novel_objects if self.spawn.pool == "novel_objects" else self.objects
 
     def object_named(self, name: str) -> ObjectSpec:
         """The object (nominal or novel) called ``name``."""

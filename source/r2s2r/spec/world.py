@@ -6,11 +6,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from r2s2r.spec.base import Spec
+from r2s2r.spec.base import NonNeg, Pos, Spec, Unit
 
-Pos = Annotated[float, Field(gt=0)]
-NonNeg = Annotated[float, Field(ge=0)]
-Unit = Annotated[float, Field(ge=0, le=1)]
 Vec3 = tuple[float, float, float]
 Quat = tuple[float, float, float, float]
 CAMERA_NAMES = ("head", "left_wrist", "right_wrist")
@@ -198,7 +195,7 @@ class RenderSpec(Spec):
 
 
 class WorldSpec(Spec):
-    """The cell as the simulator sees it; ``config/world/nominal.yaml`` is the CAD world."""
+    """The cell as the simulator sees it; the ``nominal`` preset is the CAD world."""
 
     name: str
     cameras: dict[str, CameraSpec]
