@@ -71,7 +71,10 @@ def record(
     # The twin tracks the presented object, so its datasets carry the object's pose (the
     # environment state that demo adaptation needs); the real cell has no tracker yet.
     cfg = DatasetCfg(
-        cameras=cameras, video=VideoCfg(lossless=lossless), env_state=rig is RigKind.twin
+        cameras=cameras,
+        embodiment=rig_obj.embodiment,
+        video=VideoCfg(lossless=lossless),
+        env_state=rig is RigKind.twin,
     )
     keys = None
     try:
@@ -112,7 +115,7 @@ def _twin(seed: int, realtime: bool, image_size: int) -> tuple[Any, ...]:
     calibration = TrackerCalibration.twin()
     arms: dict[str, Arm] = dict(twin.arms)
     hands: dict[str, Hand] = dict(twin.hands)
-    sup = SafetySupervisor(arms, hands, twin.now)
+    sup = SafetySupervisor(arms, hands, twin.now, twin.embodiment)
     teleop = TeleopSession(twin, sup, calibration)
     operator = ScriptedOperator(seed, TwinEyes(twin), twin.task, twin.nominal, calibration)
     return twin, operator, teleop, twin.task, twin.nominal, {"world": "twin", "behavior": "teleop"}
