@@ -25,8 +25,6 @@ from r2s2r.behavior.instance import TaskInstance, check_instance, object_pose_on
 from r2s2r.behavior.plan import PlanError, Planner, PlannerCfg
 from r2s2r.cli import app
 from r2s2r.data import (
-    ACTION_DIM,
-    STATE_DIM,
     Dataset,
     DatasetCfg,
     DatasetError,
@@ -63,7 +61,8 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
         for seed in DEMO_SEEDS:
             rig = TwinRig(seed=seed)
             cal = TrackerCalibration.twin()
-            teleop = TeleopSession(rig, SafetySupervisor(rig.arms, rig.hands, rig.now), cal)
+            sup = SafetySupervisor(rig.arms, rig.hands, rig.now, rig.embodiment)
+            teleop = TeleopSession(rig, sup, cal)
             operator = ScriptedOperator(seed, TwinEyes(rig), rig.task, rig.nominal, cal)
             meta = {"world": "twin", "behavior": "teleop", "seed": seed}
             rec = Recorder(rig, operator, teleop, writer, rig.task, rig.nominal, meta)
@@ -285,7 +284,8 @@ def test_bad_input_fails_with_a_clear_message(source: Path, task: TaskSpec, tmp_
 
     blind = tmp_path / "blind"
     with DatasetWriter(blind, DatasetCfg(cameras=())) as writer:
-        writer.add_frame({}, np.zeros(STATE_DIM), np.zeros(ACTION_DIM))
+        contract = writer.contract
+        writer.add_frame({}, np.zeros(contract.state_dim), np.zeros(contract.action_dim))
         writer.save_episode("t", True, {"object_ids": ["green_can"]})
     with pytest.raises(DatasetError, match="environment_state"):
         load_demos(blind, task)

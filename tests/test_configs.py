@@ -79,8 +79,17 @@ def test_dataset_cfg_checks_and_reads_old_info_json() -> None:
         video=VideoCfg(lossless=True, gop=5),
         env_state=True,
     )
+    # An info.json from before datasets recorded their embodiment names the nominal robot in
+    # robot_type: it reopens as that embodiment; new ones record the embodiment itself.
     assert DatasetCfg.from_json(json.loads(OLD_INFO)) == cfg
-    assert json.dumps(cfg.to_json()) == OLD_INFO
+    written = cfg.to_json()
+    assert written["embodiment"]["name"] == "rizon4s_wuji2_bimanual" and "robot_type" not in written
+    assert {k: v for k, v in json.loads(json.dumps(written)).items() if k != "embodiment"} == {
+        k: v for k, v in json.loads(OLD_INFO).items() if k != "robot_type"
+    }
+    assert DatasetCfg.from_json(json.loads(json.dumps(written))) == cfg
+    with pytest.raises(DatasetError, match="robot_type 'other_robot' is not the nominal"):
+        DatasetCfg.from_json({**json.loads(OLD_INFO), "robot_type": "other_robot"})
     # Datasets from before environment states existed have no env_state key.
     before = json.loads(OLD_INFO)
     del before["env_state"]

@@ -23,8 +23,6 @@ from typer.testing import CliRunner
 
 from r2s2r.cli import app
 from r2s2r.data import (
-    ACTION_DIM,
-    STATE_DIM,
     CameraCfg,
     Dataset,
     DatasetCfg,
@@ -32,7 +30,6 @@ from r2s2r.data import (
     DatasetWriter,
     VideoCfg,
     export_robomimic,
-    proprio,
     verify,
 )
 from r2s2r.data.layout import data_path, video_path
@@ -46,6 +43,8 @@ SIZE = 64
 CAMERAS = tuple(CameraCfg(name=n, height=SIZE, width=SIZE) for n in CAMERA_NAMES)
 LOSSLESS = DatasetCfg(cameras=CAMERAS, video=VideoCfg(lossless=True))
 LOSSY = DatasetCfg(cameras=CAMERAS)
+# The sizes of the frames' vectors, from the datasets' contract.
+STATE_DIM, ACTION_DIM = LOSSY.contract.state_dim, LOSSY.contract.action_dim
 LENGTHS = (30, 24, 36)
 HEAD = "observation.images.head"
 
@@ -67,7 +66,11 @@ def episodes() -> list[Episode]:
         for _ in range(length):
             action = picker.act(obs, info)
             frames.append(
-                ({c: obs["images"][c].copy() for c in CAMERA_NAMES}, proprio(obs), action)
+                (
+                    {c: obs["images"][c].copy() for c in CAMERA_NAMES},
+                    env.contract.state(obs),
+                    action,
+                )
             )
             obs, _, _, _, info = env.step(action)
         meta = {

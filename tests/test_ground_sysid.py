@@ -43,7 +43,7 @@ SHORT = SysIdCfg(
 def _supervised(seed: int) -> tuple[TwinRig, SafetySupervisor]:
     logging.getLogger("r2s2r.safety").setLevel(logging.ERROR)
     rig = TwinRig(seed=seed)
-    return rig, SafetySupervisor(rig.arms, rig.hands, rig.now)  # type: ignore[arg-type]
+    return rig, SafetySupervisor(rig.arms, rig.hands, rig.now, rig.embodiment)  # type: ignore[arg-type]
 
 
 @pytest.fixture(scope="module")
@@ -69,9 +69,9 @@ def test_arm_excitation_is_rich_and_inside_the_safety_limits() -> None:
     turn = 2 * np.arccos(np.clip(np.abs(np.sum(targets[1:, 3:] * targets[:-1, 3:], 1)), 0, 1))
     assert turn.max() * 50 <= lim.max_ang_vel
     assert not np.allclose(targets, arm_excitation(start, duration_s=40.0, seed=2))
-    for episode in hand_excitation(3, duration_s=2.0, seed=0):
+    ranges = robots.WUJI_HAND_JOINT_RANGES
+    for episode in hand_excitation(3, ranges, duration_s=2.0, seed=0):
         assert episode.shape == (100, 20)
-        ranges = robots.WUJI_HAND_JOINT_RANGES
         assert (episode >= ranges[:, 0]).all() and (episode <= ranges[:, 1]).all()
         assert np.ptp(episode, axis=0).min() > 0.02
 

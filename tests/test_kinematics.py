@@ -93,7 +93,7 @@ def test_cpu_carry_route_goes_round_an_obstacle(cell) -> None:
     )
     assert ok_in and ok_out and not free_segment(kin, q_in, q_out, PRESHAPE)
     dt = 0.02
-    limits = JointLimits.share(0.5, 3.0, 20.0)
+    limits = JointLimits.share(kin.embodiment.arm_velocity_limits, 0.5, 3.0, 20.0)
     carry = OmplCarry(limits, dt, plan_s=2.0)
     route = carry.carry(kin, q_in, q_out, PRESHAPE)
     assert route is not None

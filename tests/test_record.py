@@ -29,7 +29,7 @@ def _recorder(
     world = world.replace(render=world.render.model_copy(update={"obs_size": (64, 64)}))
     rig = TwinRig(seed=seed, world=world)
     cal = TrackerCalibration.twin()
-    teleop = TeleopSession(rig, SafetySupervisor(rig.arms, rig.hands, rig.now), cal)
+    teleop = TeleopSession(rig, SafetySupervisor(rig.arms, rig.hands, rig.now, rig.embodiment), cal)
     operator = ScriptedOperator(seed, TwinEyes(rig), rig.task, rig.nominal, cal)
     cams = tuple(CameraCfg(name=n, height=64, width=64) for n in rig.cameras) if cameras else ()
     cfg = DatasetCfg(cameras=cams, video=VideoCfg(lossless=True), env_state=True)

@@ -102,7 +102,7 @@ def test_twin_arm_conveyor_and_presenter_work(rig: TwinRig) -> None:
 
 def _supervised(seed: int = 1) -> tuple[TwinRig, SafetySupervisor]:
     twin = TwinRig(seed=seed)
-    sup = SafetySupervisor(twin.arms, twin.hands, clock=twin.now, limits=SafetyLimits())
+    sup = SafetySupervisor(twin.arms, twin.hands, twin.now, twin.embodiment, SafetyLimits())
     return twin, sup
 
 

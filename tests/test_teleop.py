@@ -28,7 +28,7 @@ OPERATOR_FLOOR = 0.8
 def _session(seed: int) -> tuple[TwinRig, SafetySupervisor, TeleopSession, ScriptedOperator]:
     rig = TwinRig(seed=seed)
     cal = TrackerCalibration.twin()
-    sup = SafetySupervisor(rig.arms, rig.hands, rig.now)
+    sup = SafetySupervisor(rig.arms, rig.hands, rig.now, rig.embodiment)
     op = ScriptedOperator(seed, TwinEyes(rig), rig.task, rig.nominal, cal)
     return rig, sup, TeleopSession(rig, sup, cal), op
 

@@ -14,17 +14,31 @@ from r2s2r.sim.scene import build_scene
 from r2s2r.spec import TaskSpec, WorldSpec
 
 
-def _vendor_arm_xml(path: Path) -> None:
-    """An arm file in the style of a vendor model: its own joint names, actuators, a key."""
+def _vendor_arm_xml(
+    path: Path,
+    velocity: np.ndarray | None = robots.RIZON4S_VEL_LIMITS,
+    ranges: np.ndarray | None = None,
+) -> None:
+    """An arm file in the style of a vendor model: its own joint names, actuators (velocity
+    servos whose ctrlrange is the joints' velocity limits, or motors without ``velocity``),
+    its own joint ranges (``ranges``, radians, or the Rizon's), a key."""
     spec = mujoco.MjSpec()
     spec.compiler.degree = True  # Vendor files often use degrees.
     arm = robots.add_rizon4s(spec.worldbody, "", (0, 0, 0), (1, 0, 0, 0))
     for i, name in enumerate(arm.joints):
-        spec.joint(name).name = f"joint{i + 1}"
+        joint = spec.joint(name)
+        joint.name = f"joint{i + 1}"
+        if ranges is not None:
+            joint.range = list(np.degrees(ranges[i]))
         act = spec.add_actuator(
             name=f"motor{i + 1}", target=f"joint{i + 1}", trntype=mujoco.mjtTrn.mjTRN_JOINT
         )
-        act.set_to_motor()
+        if velocity is None:
+            act.set_to_motor()
+        else:
+            act.set_to_velocity(kv=10.0)
+            act.ctrllimited = mujoco.mjtLimited.mjLIMITED_TRUE
+            act.ctrlrange = [-velocity[i], velocity[i]]
     for site in (arm.flange_site, arm.tcp_site):
         spec.delete(spec.site(site))
     spec.body(arm.flange).name = "link7_tip"
@@ -85,4 +99,47 @@ def test_bad_vendor_files_are_reported(tmp_path: Path, task: TaskSpec, world: Wo
     )
     short = world.replace(assets=world.assets.model_copy(update={"arm_mjcf": str(two_joints)}))
     with pytest.raises(ValueError, match="has 2 hinge joints; a Rizon 4S model has 7"):
+        build_scene(task, short)
+
+
+def test_a_vendor_models_limits_are_its_own(
+    tmp_path: Path, task: TaskSpec, world: WorldSpec
+) -> None:
+    arm_ranges = robots.RIZON4S_JOINT_RANGES * 0.8
+    velocity = np.linspace(1.0, 1.6, 7)
+    arm_xml, hand_xml = tmp_path / "arm.xml", tmp_path / "hand.xml"
+    _vendor_arm_xml(arm_xml, velocity=velocity, ranges=arm_ranges)
+    spec = mujoco.MjSpec()
+    spec.compiler.degree = False
+    hand = robots.add_wuji_hand(spec.worldbody, "wuji_")
+    for name in hand.joints:
+        spec.joint(name).range = list(np.asarray(spec.joint(name).range) * 0.5)
+    hand_xml.write_text(spec.to_xml())
+    assets = {"arm_mjcf": str(arm_xml), "hand_mjcf": str(hand_xml)}
+    vendor_world = world.replace(assets=world.assets.model_copy(update=assets))
+    emb = build_scene(task, vendor_world).embodiment
+    # The same robot under the same name; its limits are the files'.
+    assert (emb.name, emb.id) == ("rizon4s_wuji2_bimanual", 0)
+    np.testing.assert_allclose(emb.arm_limits, arm_ranges, atol=1e-9)
+    np.testing.assert_allclose(emb.arm_velocity_limits, velocity)
+    np.testing.assert_allclose(emb.hand_limits, robots.WUJI_HAND_JOINT_RANGES * 0.5)
+    # The env's action space and the cell's joint steps follow them.
+    env = PickSortEnv(world=vendor_world, images=False, action_mode="joint")
+    np.testing.assert_allclose(env.action_space.high[:7], arm_ranges[:, 1], atol=1e-9)
+    np.testing.assert_allclose(env.action_space.high[7:27], robots.WUJI_HAND_JOINT_RANGES[:, 1] / 2)
+    np.testing.assert_allclose(env.cell._arm_step, velocity * env.cell.dt)
+
+
+def test_a_vendor_arm_without_velocity_limits_needs_them_from_the_world(
+    tmp_path: Path, task: TaskSpec, world: WorldSpec
+) -> None:
+    arm_xml = tmp_path / "arm.xml"
+    _vendor_arm_xml(arm_xml, velocity=None)
+    bare = world.replace(assets=world.assets.model_copy(update={"arm_mjcf": str(arm_xml)}))
+    with pytest.raises(ValueError, match="gives no joint velocity limits.*arm_velocity_limits"):
+        build_scene(task, bare)
+    given = bare.replace(assets=bare.assets.model_copy(update={"arm_velocity_limits": (1.5,) * 7}))
+    np.testing.assert_array_equal(build_scene(task, given).embodiment.arm_velocity_limits, 1.5)
+    short = bare.replace(assets=bare.assets.model_copy(update={"arm_velocity_limits": (1.5,)}))
+    with pytest.raises(ValueError, match="arm_velocity_limits: expected 7 values"):
         build_scene(task, short)

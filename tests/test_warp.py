@@ -255,6 +255,31 @@ def test_vector_env_reset_step_and_determinism() -> None:
     env.close()
 
 
+def test_env_and_vector_env_observe_through_one_contract() -> None:
+    """One world of the vector env observes what the env does: the same keys, the env's
+    shapes with a leading world dimension, the same spaces and the common info keys."""
+    from r2s2r.sim.env import PickSortEnv
+
+    env = PickSortEnv(images=False, env_state=True)
+    vec = PickSortVectorEnv(num_envs=1, env_state=True)
+    assert vec.contract == env.contract
+    assert vec.single_observation_space == env.observation_space
+    assert vec.single_action_space == env.action_space
+    obs, info = env.reset(seed=0)
+    vobs, vinfo = vec.reset(seed=0)
+    assert list(vobs) == list(obs)
+    for key, value in obs.items():
+        if key == "instruction":
+            assert isinstance(vobs[key], tuple) and isinstance(vobs[key][0], str)
+        else:
+            assert np.shape(vobs[key]) == (1, *np.shape(value)), key
+    common = set(env.cell.common_info())
+    assert common <= set(info) and common <= set(vinfo)
+    for key in common:
+        assert np.shape(vinfo[key]) == (1, *np.shape(info[key])), key
+    vec.close()
+
+
 def test_pick_sort_env_runs_on_mujoco_warp() -> None:
     """``PickSortEnv(physics="mujoco_warp")`` steps like the CPU env on the same seed."""
     from r2s2r.sim.env import PickSortEnv

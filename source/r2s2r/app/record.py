@@ -110,6 +110,7 @@ def record(
         # environment state that demo adaptation needs); the real cell has no tracker yet.
         cfg = DatasetCfg(
             cameras=cameras,
+            embodiment=rig.embodiment,
             video=VideoCfg(lossless=request.lossless),
             env_state=request.rig == "twin",
         )
@@ -149,7 +150,8 @@ def _twin(request: RecordRequest) -> tuple[Any, ...]:
     calibration = TrackerCalibration.twin()
     arms: dict[str, Arm] = dict(twin.arms)
     hands: dict[str, Hand] = dict(twin.hands)
-    teleop = TeleopSession(twin, SafetySupervisor(arms, hands, twin.now), calibration)
+    supervisor = SafetySupervisor(arms, hands, twin.now, twin.embodiment)
+    teleop = TeleopSession(twin, supervisor, calibration)
     operator = ScriptedOperator(request.seed, TwinEyes(twin), twin.task, twin.nominal, calibration)
     meta = {"world": "twin", "behavior": "teleop"}
     return twin, operator, teleop, twin.task, twin.nominal, meta

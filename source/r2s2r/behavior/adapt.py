@@ -26,9 +26,10 @@ from scipy.spatial.transform import Rotation
 from r2s2r.behavior.demo import CLOSED, SourceDemo
 from r2s2r.behavior.instance import TaskInstance, object_pose_on_belt
 from r2s2r.geometry.trajectory import min_jerk
-from r2s2r.sim.cell import ACTION_PER_ARM
+from r2s2r.sim.embodiment import TCP_POSE_DIM
 from r2s2r.spec import Spec, TaskSpec, WorldSpec
 from r2s2r.spec.base import NonNeg, Share
+from r2s2r.spec.world import ARM_SIDES
 
 
 class AdaptError(ValueError):
@@ -169,7 +170,8 @@ def adapt(
     turn = Rotation.from_euler("z", float(np.clip(delta, -limit, limit)))
 
     arm = demo.arm
-    a = slice(arm * ACTION_PER_ARM, arm * ACTION_PER_ARM + 7)
+    per_arm = demo.actions.shape[1] // len(ARM_SIDES)
+    a = slice(arm * per_arm, arm * per_arm + TCP_POSE_DIM)
     src = demo.actions[ki]
     src_p, src_r = src[:, a][:, :3], Rotation.from_quat(src[:, a][:, 3:], scalar_first=True)
     # The hand's place relative to the object grows with it (the demo's object has its spec

@@ -15,7 +15,7 @@ import mujoco
 import numpy as np
 
 from r2s2r.behavior.kinematics import SELF_SKIP, ArmKinematics
-from r2s2r.sim import robots
+from r2s2r.sim.embodiment import Embodiment
 from r2s2r.spec import Spec
 from r2s2r.spec.base import NonNeg, NonNegInt, Pos, PosInt, Share
 
@@ -94,48 +94,44 @@ def _fixed(name: str, parent: str, child: str, xyz: Any, rpy: Any) -> str:
     )
 
 
-def arm_urdf(
-    side: str,
-    base_pos: Any,
-    base_quat: Any,
-    tcp_pos: Any = (0.0, 0.0, 0.12),
-    tcp_quat: Any = (1.0, 0.0, 0.0, 0.0),
-) -> str:
-    """A URDF of arm ``side`` (the Rizon 4s of ``r2s2r.sim.robots``): root link ``world``
-    (the cell frame), ``{side}_base`` at the base pose (pos (3,), quat (4,) w x y z),
-    ``{side}_link1..7`` on revolute joints ``{side}_j1..7`` with position and velocity
-    limits, ``{side}_flange``, ``{side}_hand`` (at the flange) and ``{side}_tcp`` at
-    ``tcp_pos``/``tcp_quat`` from the flange. Link frames are the cell model's body frames;
-    links carry no inertia or geometry (cuRobo takes only the kinematics from the URDF)."""
-    origins = robots.RIZON4S_JOINT_ORIGINS
-    arm = [f"{side}_{name}" for name in ("base", *(f"link{i + 1}" for i in range(7)), "flange")]
-    out = f'<?xml version="1.0"?>\n<robot name="rizon4s_{side}">\n'
-    for name in (ROOT_LINK, *arm, f"{side}_hand", f"{side}_tcp"):
-        out += f'  <link name="{name}"/>\n'
-    out += _fixed(f"{side}_base_mount", ROOT_LINK, arm[0], base_pos, _rpy(base_quat))
-    for i in range(7):
-        xyz, rpy = origins[i]
-        lo, hi = robots.RIZON4S_JOINT_RANGES[i]
-        out += (
-            f'  <joint name="{side}_j{i + 1}" type="revolute"><parent link="{arm[i]}"/>'
-            f'<child link="{arm[i + 1]}"/><origin xyz="{_f(xyz)}" rpy="{_f(rpy)}"/>'
-            f'<axis xyz="{_f(robots.RIZON4S_JOINT_AXES[i])}"/><limit lower="{lo:.17g}" '
-            f'upper="{hi:.17g}" effort="{robots.RIZON4S_TORQUE_LIMITS[i]:.17g}" '
-            f'velocity="{robots.RIZON4S_VEL_LIMITS[i]:.17g}"/></joint>\n'
-        )
-    out += _fixed(f"{side}_flange_mount", arm[7], arm[8], *origins[7])
-    out += _fixed(f"{side}_hand_mount", arm[8], f"{side}_hand", (0, 0, 0), (0, 0, 0))
-    out += _fixed(f"{side}_tcp_mount", arm[8], f"{side}_tcp", tcp_pos, _rpy(tcp_quat))
-    return out + "</robot>\n"
-
-
 def cell_arm_urdf(model: mujoco.MjModel, side: str) -> str:
-    """``arm_urdf`` with the base pose and the TCP of arm ``side`` in the compiled cell."""
+    """A URDF of arm ``side`` of the compiled cell ``model``: root link ``world`` (the cell
+    frame), ``{side}_base`` at the base pose, ``{side}_link1..7`` on revolute joints
+    ``{side}_j1..7`` with the embodiment's position and velocity limits and the joints'
+    torque limits, ``{side}_flange``, ``{side}_hand`` (at the flange) and ``{side}_tcp``.
+    Link frames are the cell model's body frames; links carry no inertia or geometry (cuRobo
+    takes only the kinematics from the URDF)."""
     base = model.body(f"{side}_base")
     tcp = model.site(f"{side}_tcp")
     if base.parentid[0] != 0 or model.body(tcp.bodyid[0]).name != f"{side}_flange":
         raise ValueError(f"{side} arm: expected its base on the world and its TCP on the flange")
-    return arm_urdf(side, base.pos, base.quat, tcp.pos, tcp.quat)
+    emb = Embodiment.of(model)
+    links = [f"link{i + 1}" for i in range(emb.arm_dof)]
+    arm = [f"{side}_{name}" for name in ("base", *links, "flange")]
+    out = f'<?xml version="1.0"?>\n<robot name="{side}_arm">\n'
+    for name in (ROOT_LINK, *arm, f"{side}_hand", f"{side}_tcp"):
+        out += f'  <link name="{name}"/>\n'
+    out += _fixed(f"{side}_base_mount", ROOT_LINK, arm[0], base.pos, _rpy(base.quat))
+    velocity = emb.arm_velocity_limits
+    for i, name in enumerate(emb.arm_joint_names(side)):
+        joint, body = model.joint(name), model.body(arm[i + 1])
+        if joint.bodyid[0] != body.id or np.any(joint.pos):
+            raise ValueError(f"{side} arm: joint {name} must sit at the origin of {body.name}")
+        lo, hi = emb.arm_limits[i]
+        effort = float(np.abs(model.jnt_actfrcrange[joint.id]).max())
+        origin = f'<origin xyz="{_f(body.pos)}" rpy="{_f(_rpy(body.quat))}"/>'
+        out += (
+            f'  <joint name="{name}" type="revolute"><parent link="{arm[i]}"/>'
+            f'<child link="{arm[i + 1]}"/>{origin}'
+            f'<axis xyz="{_f(joint.axis)}"/><limit lower="{lo:.17g}" '
+            f'upper="{hi:.17g}" effort="{effort:.17g}" '
+            f'velocity="{velocity[i]:.17g}"/></joint>\n'
+        )
+    flange = model.body(arm[-1])
+    out += _fixed(f"{side}_flange_mount", arm[-2], arm[-1], flange.pos, _rpy(flange.quat))
+    out += _fixed(f"{side}_hand_mount", arm[-1], f"{side}_hand", (0, 0, 0), (0, 0, 0))
+    out += _fixed(f"{side}_tcp_mount", arm[-1], f"{side}_tcp", tcp.pos, _rpy(tcp.quat))
+    return out + "</robot>\n"
 
 
 # ------------------------------------------------------------------------ collision spheres

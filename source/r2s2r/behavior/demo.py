@@ -19,8 +19,9 @@ import yaml
 
 from r2s2r.data import Dataset, DatasetError
 from r2s2r.data.config import ACTION_KEY, ENV_STATE_KEY, STATE_KEY
-from r2s2r.sim.cell import ACTION_PER_ARM
+from r2s2r.sim.embodiment import TCP_POSE_DIM
 from r2s2r.spec import TaskSpec
+from r2s2r.spec.world import ARM_SIDES
 
 SUBTASKS = ("approach", "grasp", "carry", "release")
 # Closure: the commanded flexion of the four fingers' knuckles (the joint that closes every
@@ -45,7 +46,7 @@ class SourceDemo:
     arm: int  # 0 left, 1 right
     belt_speed: float
     fps: int
-    actions: np.ndarray  # (T, 54)
+    actions: np.ndarray  # (T, action_dim), tcp mode
     tcp: np.ndarray  # (T, 2, 7) measured TCP poses
     objects: np.ndarray  # (T, 7) the object's pose
     starts: dict[str, int] = field(default_factory=dict)  # subtask -> first frame
@@ -66,8 +67,9 @@ class SourceDemo:
 
 
 def closure(actions: np.ndarray, arm: int) -> np.ndarray:
-    """Commanded finger flexion of hand ``arm`` per frame, scaled to its maximum."""
-    hand = actions[:, arm * ACTION_PER_ARM + 7 : (arm + 1) * ACTION_PER_ARM]
+    """Commanded finger flexion of hand ``arm`` per frame, scaled to its maximum, from tcp-mode
+    actions (T, arms x (7 + hand joints))."""
+    hand = actions.reshape(len(actions), len(ARM_SIDES), -1)[:, arm, TCP_POSE_DIM:]
     flex = hand[:, _FINGER_FLEX].mean(axis=1)
     top = flex.max()
     return flex / top if top > 1e-6 else np.zeros_like(flex)
@@ -139,7 +141,7 @@ def load_demos(
         arrays = ds.episode_arrays(i)
         state = arrays[STATE_KEY].astype(float)
         actions = arrays[ACTION_KEY].astype(float)
-        tcp = state[:, :14].reshape(-1, 2, 7)
+        tcp = ds.contract.split_state(state)["tcp_pose"]
         demo = SourceDemo(
             name=f"{root.name}#{i}",
             episode=i,

@@ -16,7 +16,6 @@ import numpy as np
 
 from r2s2r.behavior.instance import TaskInstance
 from r2s2r.behavior.kinematics import FIXED_BODIES, arm_chain, body_geoms, self_contacts
-from r2s2r.data import proprio
 from r2s2r.sim.env import PickSortEnv
 from r2s2r.sim.physics import MujocoPhysics
 from r2s2r.spec import TaskSpec, WorldSpec
@@ -47,8 +46,8 @@ class Attempt:
     the object's pose, and the physics state to render it from."""
 
     instance: TaskInstance
-    actions: np.ndarray  # (T, 54)
-    states: np.ndarray  # (T, 68) proprio
+    actions: np.ndarray  # (T, action_dim)
+    states: np.ndarray  # (T, state_dim) proprio
     objects: np.ndarray  # (T, 7)
     qpos: np.ndarray  # (T, nq)
     qvel: np.ndarray  # (T, nv)
@@ -111,7 +110,7 @@ class Executor:
         for j in range(min(env.cell.max_steps, max_steps or env.cell.max_steps)):
             qpos, qvel = physics.state()
             action = actions[min(j, last)]
-            rows["s"].append(proprio(obs))
+            rows["s"].append(env.contract.state(obs))
             rows["o"].append(np.concatenate([info["object_pos"][0], info["object_quat"][0]]))
             rows["q"].append(qpos[0].copy())
             rows["v"].append(qvel[0].copy())

@@ -105,6 +105,12 @@ class Generator:
             raise ValueError(f"--planner {cfg.planner} plans routes: it needs --behavior planned")
         if cfg.behavior == "adapted" and cfg.source is None:
             raise ValueError("the adapted behavior needs real demonstrations: pass --source DIR")
+        self.executor = Executor(self.world, self.task)
+        if cfg.source is not None:
+            # Adaptation replays the demos' actions and reads their states (not their views).
+            self.executor.env.contract.check_compatible(
+                Dataset(cfg.source).contract, f"dataset {cfg.source}", "this env", views="ignore"
+            )
         # With a source dataset, instances are drawn over the objects its demos handle, for
         # both behaviors, so that the datasets compare like with like.
         self.demos = load_demos(cfg.source, self.task, cfg.overrides) if cfg.source else []
@@ -120,7 +126,6 @@ class Generator:
             )
         # Where each demo's own instance sits, for choosing the nearest demo.
         self._own = [instance_of(d, self.task, self.world) for d in self.demos]
-        self.executor = Executor(self.world, self.task)
         self.planner = None
         if cfg.behavior == "planned":
             cell = self.executor.env.cell
@@ -139,7 +144,11 @@ class Generator:
         cams = tuple(
             CameraCfg(name=c, height=cfg.image_size, width=cfg.image_size) for c in CAMERA_NAMES
         )
-        ds_cfg = DatasetCfg(cameras=cams if cfg.image_size else (), env_state=True)
+        ds_cfg = DatasetCfg(
+            cameras=cams if cfg.image_size else (),
+            embodiment=self.executor.env.embodiment,
+            env_state=True,
+        )
         limit = cfg.max_attempts or 20 * cfg.episodes
         start = time.perf_counter()
         with DatasetWriter(cfg.out, ds_cfg) as writer:

@@ -19,8 +19,7 @@ import numpy as np
 from pydantic import model_validator
 from scipy.spatial.transform import Rotation
 
-from r2s2r.sim import robots
-from r2s2r.sim.cell import ARM_DOF, HAND_DOF
+from r2s2r.sim.embodiment import Embodiment
 from r2s2r.sim.scene import build_spec
 from r2s2r.spec import Spec, TaskSpec, WorldSpec
 from r2s2r.spec.base import NonNeg, Pos, Share
@@ -122,14 +121,15 @@ class ArmKinematics:
         self.model, self.side, self.avoid = model, side, avoid
         self.data = mujoco.MjData(model)
         self.data.qpos[:] = qpos
-        joints = [model.joint(f"{side}_j{i + 1}") for i in range(ARM_DOF)]
+        self.embodiment = emb = Embodiment.of(model)
+        joints = [model.joint(j) for j in emb.arm_joint_names(side)]
         self.qadr = np.array([j.qposadr[0] for j in joints])
         self.dadr = np.array([j.dofadr[0] for j in joints])
-        hand = [model.joint(f"{side}_hand_f{f}_j{k}") for f in range(1, 6) for k in range(1, 5)]
+        hand = [model.joint(j) for j in emb.hand_joint_names(side)]
         self.hand_qadr = np.array([j.qposadr[0] for j in hand])
-        self.site = model.site(f"{side}_tcp").id
-        self.lo = robots.RIZON4S_JOINT_RANGES[:, 0]
-        self.hi = robots.RIZON4S_JOINT_RANGES[:, 1]
+        self.site = model.site(emb.tcp_sites[emb.sides.index(side)]).id
+        self.lo = emb.arm_limits[:, 0]
+        self.hi = emb.arm_limits[:, 1]
         other = "right" if side == "left" else "left"
         links = {model.body(f"{side}_link{i}").id for i in range(1, 8)}
         links.add(model.body(f"{side}_flange").id)
@@ -144,7 +144,7 @@ class ArmKinematics:
         self._link_chain = np.where(self.chain == 9, -1, self.chain)
         # Distances are seen only within the arm's geoms' margin (compiled in).
         self.sees_m = float(model.geom_margin[self._arm_and_hand].min())
-        self._open = np.zeros(HAND_DOF)
+        self._open = np.zeros(emb.hand_dof)
         self._jp = np.zeros((3, model.nv))
         self._jr = np.zeros((3, model.nv))
 
@@ -253,7 +253,7 @@ class ArmKinematics:
             scaled = np.concatenate([_clamp(err[:3], 0.03), _clamp(err[3:], 0.15)])
             # Damped least squares toward a step back to the seed: min |J dq - e|^2 +
             # 1e-4 |dq - 0.05 (seed - q)|^2, whose null-space part is that step itself.
-            hess = jac.T @ jac + 1e-4 * np.eye(ARM_DOF)
+            hess = jac.T @ jac + 1e-4 * np.eye(self.embodiment.arm_dof)
             grad = -(jac.T @ scaled + 1e-4 * 0.05 * (seed - q))
             if avoid:
                 # Under limits, shorter steps (the free one scaled to at most 0.05 rad a
@@ -287,7 +287,7 @@ class ArmKinematics:
         near = np.flatnonzero((first | second) & (con.dist[:n] < self.avoid.detect_m))
         if near.size == 0:
             return _NONE
-        rows, bound = np.empty((near.size, ARM_DOF)), np.empty(near.size)
+        rows, bound = np.empty((near.size, self.embodiment.arm_dof)), np.empty(near.size)
         for r, i in enumerate(near):
             c = self.data.contact[i]
             # The unit vector from the arm's geom to the obstacle, and the arm's nearest point.

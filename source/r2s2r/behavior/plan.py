@@ -39,7 +39,7 @@ from r2s2r.behavior.kinematics import ArmKinematics, planning_model
 from r2s2r.behavior.planners import CARRY_PLANNERS
 from r2s2r.behavior.routes import JointLimits, ruckig_move
 from r2s2r.geometry.trajectory import min_jerk
-from r2s2r.sim.cell import ACTION_PER_ARM, Cell
+from r2s2r.sim.cell import Cell
 from r2s2r.sim.closures import (
     CLAW_OPEN,
     CLAW_SHUT,
@@ -150,7 +150,10 @@ class Planner:
         self.verdicts: dict[tuple[str, str, int, int, int], bool] = {}
         self.fps = int(round(task.control_hz))
         self.dt = 1.0 / self.fps
-        self.limits = JointLimits.share(cfg.vel_share, cfg.max_acc, cfg.max_jerk)
+        self.embodiment = cell.embodiment
+        self.limits = JointLimits.share(
+            cell.embodiment.arm_velocity_limits, cfg.vel_share, cfg.max_acc, cfg.max_jerk
+        )
         self.carry = CARRY_PLANNERS.get(carry)(cell, self.limits, self.dt, cfg.carry_plan_s)
         home = cell.home_qpos
         model = planning_model(task, world)
@@ -358,7 +361,8 @@ class Planner:
             tcp.append(tcp[-1])
             hands.append(grasp.shut_hand + (RELAXED - grasp.shut_hand) * min_jerk(u))
         arm = ARM_SIDES.index(side)
-        actions = np.zeros((len(steps_q), 2, ACTION_PER_ARM))
+        emb = self.embodiment
+        actions = np.zeros((len(steps_q), emb.num_arms, emb.action_per_arm("tcp")))
         for i, s in enumerate(ARM_SIDES):
             actions[:, i, :7] = self.home_tcp[s]
             actions[:, i, 7:] = RELAXED

@@ -15,7 +15,6 @@ from typing import Protocol
 import numpy as np
 
 from r2s2r.behavior.kinematics import ArmKinematics
-from r2s2r.sim import robots
 
 
 @dataclass(frozen=True)
@@ -28,9 +27,12 @@ class JointLimits:
     jerk: float
 
     @classmethod
-    def share(cls, vel_share: float, acceleration: float, jerk: float) -> JointLimits:
-        """A share of the arm's velocity limits, with the given acceleration and jerk."""
-        return cls(robots.RIZON4S_VEL_LIMITS * vel_share, acceleration, jerk)
+    def share(
+        cls, velocity: np.ndarray, vel_share: float, acceleration: float, jerk: float
+    ) -> JointLimits:
+        """A share of the arm's velocity limits ``velocity`` (the embodiment's
+        ``arm_velocity_limits``), with the given acceleration and jerk."""
+        return cls(np.asarray(velocity) * vel_share, acceleration, jerk)
 
 
 def ruckig_move(
@@ -41,7 +43,7 @@ def ruckig_move(
     limits: JointLimits,
     dt: float,
 ) -> list[np.ndarray] | None:
-    """Joint positions (each (7,)) every ``dt`` of the time-optimal jerk-limited move from
+    """Joint positions (each (J,)) every ``dt`` of the time-optimal jerk-limited move from
     (q0, v0) to (q1, v1), both at zero acceleration; None if ruckig finds none. The target
     velocity may exceed the velocity limit (it is raised to fit). A move from rest to rest
     keeps to the straight segment q0-q1 (timed along it)."""
@@ -53,8 +55,8 @@ def ruckig_move(
         q1,
         v1,
         np.maximum(limits.velocity, np.abs(v1) * 1.05),
-        np.full(7, limits.acceleration),
-        np.full(7, limits.jerk),
+        np.full(len(q0), limits.acceleration),
+        np.full(len(q0), limits.jerk),
         dt,
     )
     return None if pos is None else list(pos)
@@ -145,7 +147,8 @@ class OmplCarry:
             return None
         route: list[np.ndarray] = []
         for a, b in zip(path, path[1:], strict=False):
-            seg = ruckig_move(a, np.zeros(7), b, np.zeros(7), self.limits, self.dt)
+            rest = np.zeros(len(a))
+            seg = ruckig_move(a, rest, b, rest, self.limits, self.dt)
             if seg is None:
                 return None
             route.extend(seg)
@@ -168,22 +171,23 @@ class OmplCarry:
         ou.setLogLevel(ou.LOG_NONE)
         ou.RNG.setSeed(_problem_seed(q0, q1, hand))
         ou.setLogLevel(ou.LOG_WARN)
-        space = ob.RealVectorStateSpace(7)
-        bounds = ob.RealVectorBounds(7)
-        for i in range(7):
+        dof = len(q0)
+        space = ob.RealVectorStateSpace(dof)
+        bounds = ob.RealVectorBounds(dof)
+        for i in range(dof):
             bounds.setLow(i, float(kin.lo[i]))
             bounds.setHigh(i, float(kin.hi[i]))
         space.setBounds(bounds)
         si = ob.SpaceInformation(space)
         si.setStateValidityChecker(
-            lambda s: not kin.collides(np.array([s[i] for i in range(7)]), hand)
+            lambda s: not kin.collides(np.array([s[i] for i in range(dof)]), hand)
         )
         # Motions are checked every 0.02 rad, as ``free_segment`` checks them (OMPL's
         # resolution is a share of the space's extent).
         si.setStateValidityCheckingResolution(0.02 / space.getMaximumExtent())
         si.setup()
         start, goal = space.allocState(), space.allocState()
-        for i in range(7):
+        for i in range(dof):
             start[i], goal[i] = float(q0[i]), float(q1[i])
         pdef = ob.ProblemDefinition(si)
         pdef.setStartAndGoalStates(start, goal)
@@ -195,7 +199,7 @@ class OmplCarry:
         path = pdef.getSolutionPath()
         og.PathSimplifier(si).simplifyMax(path)
         return [
-            np.array([path.getState(k)[i] for i in range(7)]) for k in range(path.getStateCount())
+            np.array([path.getState(k)[i] for i in range(dof)]) for k in range(path.getStateCount())
         ]
 
 

@@ -2,7 +2,8 @@
 
 The schema follows LeRobot's dataset v3.0 ``info.json`` conventions: every feature has a
 ``dtype``, a ``shape`` and ``names``; camera streams are ``video`` features keyed
-``observation.images.<camera>``.
+``observation.images.<camera>``. The state and action features are those of the dataset's
+contract (``r2s2r.sim.contract``): its embodiment, action mode and cameras.
 """
 
 from __future__ import annotations
@@ -11,6 +12,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
+from r2s2r.sim.contract import ENV_STATE_DIM, ENV_STATE_NAMES, Contract
+from r2s2r.sim.embodiment import Embodiment, EmbodimentError
+from r2s2r.sim.scene import nominal_embodiment
 from r2s2r.spec import Spec, SpecError
 from r2s2r.spec.base import PosInt
 from r2s2r.spec.world import CAMERA_NAMES
@@ -26,40 +30,9 @@ IMAGE_PREFIX = "observation.images."
 # Columns that every frame row carries besides the features.
 INDEX_KEYS = ("timestamp", "frame_index", "episode_index", "index", "task_index")
 
-_ARMS = ("left", "right")
-_POSE = ("x", "y", "z", "qw", "qx", "qy", "qz")
-# Twenty hand joints: five fingers (finger 1 is the thumb) of four hinge joints each.
-_HAND = tuple(f"f{f}_j{j}" for f in range(1, 6) for j in range(1, 5))
-_ARM_JOINTS = tuple(f"j{j}" for j in range(1, 8))
-
 
 class DatasetError(ValueError):
     """A dataset folder or a frame that does not match what the dataset expects."""
-
-
-def state_names() -> list[str]:
-    """The 68 proprio entries: TCP poses (2x7), arm joints (2x7), hand joints (2x20)."""
-    return (
-        [f"{a}_tcp_{p}" for a in _ARMS for p in _POSE]
-        + [f"{a}_arm_{j}" for a in _ARMS for j in _ARM_JOINTS]
-        + [f"{a}_hand_{h}" for a in _ARMS for h in _HAND]
-    )
-
-
-def action_names(mode: Literal["tcp", "joint"] = "tcp") -> list[str]:
-    """The 54 action entries, per arm (left, right): a TCP or joint target, then the hand."""
-    arm = [f"tcp_{p}" for p in _POSE] if mode == "tcp" else [f"arm_{j}" for j in _ARM_JOINTS]
-    return [f"{a}_{n}" for a in _ARMS for n in [*arm, *(f"hand_{h}" for h in _HAND)]]
-
-
-def env_state_names() -> list[str]:
-    """The 7 environment-state entries: the presented object's pose in the cell frame."""
-    return [f"object_{p}" for p in _POSE]
-
-
-STATE_DIM = len(state_names())
-ACTION_DIM = len(action_names())
-ENV_STATE_DIM = len(env_state_names())
 
 
 class CameraCfg(Spec):
@@ -92,7 +65,9 @@ class DatasetCfg(Spec):
 
     fps: int = 50
     cameras: tuple[CameraCfg, ...] = tuple(CameraCfg(name=n) for n in CAMERA_NAMES)
-    robot_type: str = "rizon4s_wuji2_bimanual"
+    # The robot recorded (its name is LeRobot's ``robot_type``): the state and action names
+    # and sizes are its, and the dataset keeps its limits.
+    embodiment: Embodiment = Field(default_factory=nominal_embodiment)
     action_mode: Literal["tcp", "joint"] = "tcp"
     video: VideoCfg = VideoCfg()
     # Whether frames carry ``observation.environment_state``: the presented object's pose,
@@ -112,7 +87,17 @@ class DatasetCfg(Spec):
                     f"camera {cam.name!r}: H.264 needs positive even sizes, "
                     f"got {cam.width}x{cam.height}"
                 )
+        self.embodiment.action_dim(self.action_mode)  # Validates the mode.
         return self
+
+    @property
+    def robot_type(self) -> str:
+        return self.embodiment.name
+
+    @property
+    def contract(self) -> Contract:
+        """What the dataset's frames hold: its embodiment, action mode and cameras."""
+        return Contract.of(self.embodiment, self.action_mode, tuple(c.name for c in self.cameras))
 
     def features(self) -> dict[str, dict[str, Any]]:
         """The ``features`` block of ``info.json``."""
@@ -137,17 +122,22 @@ class DatasetCfg(Spec):
                     "has_audio": False,
                 },
             }
-        feats[STATE_KEY] = {"dtype": "float32", "shape": [STATE_DIM], "names": state_names()}
+        contract = self.contract
+        feats[STATE_KEY] = {
+            "dtype": "float32",
+            "shape": [contract.state_dim],
+            "names": contract.state_names(),
+        }
         feats[ACTION_KEY] = {
             "dtype": "float32",
-            "shape": [ACTION_DIM],
-            "names": action_names(self.action_mode),
+            "shape": [contract.action_dim],
+            "names": contract.action_names(),
         }
         if self.env_state:
             feats[ENV_STATE_KEY] = {
                 "dtype": "float32",
                 "shape": [ENV_STATE_DIM],
-                "names": env_state_names(),
+                "names": list(ENV_STATE_NAMES),
             }
         feats["timestamp"] = {"dtype": "float32", "shape": [1], "names": None}
         for key in INDEX_KEYS[1:]:
@@ -161,13 +151,31 @@ class DatasetCfg(Spec):
 
     def to_json(self) -> dict[str, Any]:
         """This config as stored under ``r2s2r`` in ``info.json`` (to reopen the dataset)."""
-        return self.model_dump()
+        return {**self.model_dump(exclude={"embodiment"}), "embodiment": self.embodiment.to_json()}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> DatasetCfg:
-        """The inverse of ``to_json`` (datasets written before ``env_state`` lack it)."""
+        """The inverse of ``to_json``. Datasets written before ``env_state`` lack it; those
+        written before datasets recorded their embodiment name it in ``robot_type``, which
+        must then be the nominal cell's robot."""
+        data = {"env_state": False, **data}
+        robot_type = data.pop("robot_type", None)
+        if "embodiment" in data:
+            try:
+                data["embodiment"] = Embodiment.from_json(data["embodiment"])
+            except (EmbodimentError, KeyError, TypeError, ValueError) as err:
+                raise DatasetError(f"info.json: r2s2r.embodiment: {err}") from None
+        else:
+            nominal = nominal_embodiment()
+            if robot_type != nominal.name:
+                raise DatasetError(
+                    f"info.json: the r2s2r block records no embodiment and its robot_type "
+                    f"{robot_type!r} is not the nominal cell's ({nominal.name!r}): it cannot "
+                    "be checked against an env or a rig"
+                )
+            data["embodiment"] = nominal
         try:
-            return cls.from_dict({"env_state": False, **data}, source="info.json (r2s2r)")
+            return cls.from_dict(data, source="info.json (r2s2r)")
         except SpecError as err:
             raise DatasetError(str(err)) from None
 

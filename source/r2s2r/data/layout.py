@@ -126,7 +126,7 @@ def info_json(
     """The ``meta/info.json`` document."""
     return {
         "codebase_version": "v3.0",
-        "robot_type": cfg_json["robot_type"],
+        "robot_type": cfg_json["embodiment"]["name"],
         "total_episodes": episodes,
         "total_frames": frames,
         "total_tasks": tasks,

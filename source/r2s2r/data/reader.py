@@ -33,6 +33,7 @@ from r2s2r.data.layout import (
     video_path,
 )
 from r2s2r.data.video import VideoReader
+from r2s2r.sim.contract import Contract
 
 
 def vectors(table: pa.Table, name: str, path: Path) -> np.ndarray:
@@ -89,6 +90,18 @@ class Dataset:
         return DatasetCfg.from_json(data) if data else None
 
     @property
+    def contract(self) -> Contract:
+        """What the frames hold (embodiment, action mode, cameras), to check the dataset
+        against an env or a rig with ``Contract.check_compatible``."""
+        cfg = self.cfg
+        if cfg is None:
+            raise DatasetError(
+                f"{self.root / INFO_PATH}: not written by r2s2r's DatasetWriter, so it records "
+                "no embodiment to check against"
+            )
+        return cfg.contract
+
+    @property
     def cameras(self) -> list[CameraCfg]:
         """Camera streams, by short name and size."""
         out = []
@@ -116,7 +129,8 @@ class Dataset:
         return {f: {k: np.asarray(v) for k, v in s.items()} for f, s in raw.items()}
 
     def low_dim(self) -> dict[str, np.ndarray]:
-        """Every frame's state (N, 68), action (N, 54), timestamp (N,), episode_index (N,),
+        """Every frame's state (N, state_dim), action (N, action_dim), timestamp (N,),
+        episode_index (N,),
         frame_index (N,) and task_index (N,), in global index order."""
         if self._low is None:
             parts: dict[str, list[np.ndarray]] = {}
@@ -161,7 +175,7 @@ class Dataset:
         return self._video.all_frames(path)
 
     def frame(self, index: int) -> dict[str, Any]:
-        """Global frame ``index``: state (68,), action (54,), environment state (7,) where
+        """Global frame ``index``: state (S,), action (A,), environment state (7,) where
         recorded, timestamp, indices, task and one (H, W, 3) uint8 image per camera key."""
         low = self.low_dim()
         ep, frame = self.locate(index)
@@ -181,7 +195,7 @@ class Dataset:
         self, index: int, past_states: int = 20, future_actions: int = 40
     ) -> dict[str, np.ndarray]:
         """The policy's view at global frame ``index``: the last ``past_states`` states up to
-        and including it (P, 68), the next ``future_actions`` actions from it (F, 54), and
+        and including it (P, S), the next ``future_actions`` actions from it (F, A), and
         masks ``state_is_pad`` (P,) / ``action_is_pad`` (F,) that are True where the window
         ran past the episode's start or end and repeats its first state or last action."""
         low = self.low_dim()

@@ -26,13 +26,12 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from r2s2r.data import DatasetError, DatasetWriter, proprio
+from r2s2r.data import DatasetError, DatasetWriter
 from r2s2r.rig.interfaces import HandTracker
 from r2s2r.rig.safety import SafetySupervisor
 from r2s2r.rig.teleop import TeleopSession
-from r2s2r.sim.env import EMBODIMENT_IDS
+from r2s2r.sim.contract import Contract
 from r2s2r.spec import TaskSpec, WorldSpec
-from r2s2r.spec.world import ARM_SIDES
 from r2s2r.spec.worlds import sorting_arm
 
 log = logging.getLogger("r2s2r.record")
@@ -138,10 +137,12 @@ class FrameRecord:
 class Recorder:
     """Records takes from ``rig`` driven by ``tracker`` through ``teleop`` into ``writer``.
 
-    ``rig`` needs ``arms``, ``hands``, ``cameras``, ``conveyor``, ``presenter``, ``now()`` and
-    ``step()`` (one control period); ``episode_outcome()`` where it can judge an episode (the
-    twin). ``tracker`` is one tracker, or one per arm side (a glove and tracker per hand); it
-    may have ``begin(object_name, arm)`` (the scripted operator does).
+    ``rig`` needs ``arms``, ``hands``, ``cameras``, ``conveyor``, ``presenter``,
+    ``embodiment``, ``now()`` and ``step()`` (one control period); ``episode_outcome()`` where
+    it can judge an episode (the twin). ``tracker`` is one tracker, or one per arm side (a
+    glove and tracker per hand); it may have ``begin(object_name, arm)`` (the scripted
+    operator does). The dataset's contract must fit the rig's (``ContractError`` otherwise):
+    the same embodiment in the tcp action mode, and cameras the rig has.
     """
 
     def __init__(
@@ -164,7 +165,12 @@ class Recorder:
         self.max_frames = int(round((max_s or task.episode_s) * self.fps))
         self.on_frame = on_frame
         self.takes: list[Take] = []
-        self.cameras = [c.name for c in writer.cfg.cameras]
+        self.contract = writer.contract
+        rig_contract = Contract.of(rig.embodiment, "tcp", tuple(rig.cameras))
+        rig_contract.check_compatible(
+            self.contract, what=f"dataset {writer.root}", this="this rig", views="subset"
+        )
+        self.cameras = list(self.contract.cameras)
         self.write_s = 0.0  # Wall time spent in the dataset writer.
 
     # ------------------------------------------------------------------ sessions
@@ -242,15 +248,9 @@ class Recorder:
     def _record_frame(self, take: Take, k: int, captured: float, tracker: HandTracker) -> None:
         rig = self.rig
         images = {name: rig.cameras[name].read().image for name in self.cameras}
-        arms = [rig.arms[s].state() for s in ARM_SIDES]
-        hands = [rig.hands[s].state() for s in ARM_SIDES]
-        state = proprio(
-            {
-                "tcp_pose": np.stack([a.tcp_pose for a in arms]),
-                "arm_joints": np.stack([a.q for a in arms]),
-                "hand_joints": np.stack([h.q for h in hands]),
-            }
-        )
+        sides = self.contract.embodiment.sides
+        arms = [rig.arms[s].state() for s in sides]
+        hands = [rig.hands[s].state() for s in sides]
         env_state = None
         if self.writer.cfg.env_state:
             env_state = rig.presenter.object_pose()
@@ -259,6 +259,15 @@ class Recorder:
                     "this rig does not track the object, so the dataset cannot hold object "
                     "poses (observation.environment_state); record into one created without"
                 )
+        obs = self.contract.observation(
+            np.stack([a.tcp_pose for a in arms]),
+            np.stack([a.q for a in arms]),
+            np.stack([h.q for h in hands]),
+            self.instruction(take.object_name),
+            images,
+            environment_state=env_state,
+        )
+        state = self.contract.state(obs)
         action = self.teleop.step(tracker.read())
         self.sup.tick()
         stamp = k / self.fps
@@ -287,7 +296,7 @@ class Recorder:
             **self.meta,
             "belt_speed": take.belt_speed,
             "object_ids": [take.object_name],
-            "embodiment_id": EMBODIMENT_IDS["rizon4s_wuji2_bimanual"],
+            "embodiment_id": self.contract.embodiment.id,
         }
         start = time.perf_counter()
         take.episode_index = self.writer.save_episode(

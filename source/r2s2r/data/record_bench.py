@@ -28,12 +28,11 @@ def bench_record(seconds: float = 3.0, take_s: float = 1.0) -> dict[str, float]:
     cal = TrackerCalibration.twin()
     arms: dict[str, Arm] = dict(rig.arms)
     hands: dict[str, Hand] = dict(rig.hands)
-    teleop = TeleopSession(rig, SafetySupervisor(arms, hands, rig.now), cal)
+    teleop = TeleopSession(rig, SafetySupervisor(arms, hands, rig.now, rig.embodiment), cal)
     operator = ScriptedOperator(0, TwinEyes(rig), rig.task, rig.nominal, cal)
     shapes = {n: c.read().image.shape for n, c in rig.cameras.items()}
-    cfg = DatasetCfg(
-        cameras=tuple(CameraCfg(name=n, height=s[0], width=s[1]) for n, s in shapes.items())
-    )
+    cameras = tuple(CameraCfg(name=n, height=s[0], width=s[1]) for n, s in shapes.items())
+    cfg = DatasetCfg(cameras=cameras, embodiment=rig.embodiment)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "ds"
         with DatasetWriter(root, cfg) as writer:

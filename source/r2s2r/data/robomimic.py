@@ -4,10 +4,10 @@ Layout::
 
     data                 attrs: total (frames), env_args (JSON)
     data/demo_<i>        attrs: num_samples, task, success, and the episode metadata
-        actions          (T, 54) float32
-        states           (T, 68) float32  the proprio vector (no simulator state is recorded)
+        actions          (T, A) float32
+        states           (T, S) float32   the proprio vector (no simulator state is recorded)
         rewards, dones   (T,)             1 at the last step (rewards: if the episode succeeded)
-        obs/tcp_pose     (T, 14)          obs/arm_joints (T, 14), obs/hand_joints (T, 40)
+        obs/tcp_pose     (T, arms x 7)    obs/arm_joints, obs/hand_joints: the proprio's parts
         obs/<camera>_image  (T, H, W, 3) uint8
     mask/train, mask/valid   demo names as bytes
 """
@@ -23,13 +23,6 @@ import numpy as np
 from r2s2r.data.config import ACTION_KEY, ENV_STATE_KEY, EPISODE_META_FIELDS, STATE_KEY
 from r2s2r.data.reader import Dataset
 
-# Slices of the proprio vector (see ``state_names``).
-PROPRIO_SLICES = {
-    "tcp_pose": slice(0, 14),
-    "arm_joints": slice(14, 28),
-    "hand_joints": slice(28, 68),
-}
-
 
 def export_robomimic(
     dataset: Dataset,
@@ -42,6 +35,8 @@ def export_robomimic(
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.stem + ".partial" + out.suffix)
     names: list[str] = []
+    # Where each proprio part lies in the state vector.
+    proprio = dataset.contract.state_layout()
     with h5py.File(tmp, "w") as f:
         data = f.create_group("data")
         data.attrs["total"] = len(dataset)
@@ -73,7 +68,7 @@ def export_robomimic(
             demo.create_dataset("dones", data=dones)
             demo.create_dataset("rewards", data=dones * float(row["success"]))
             obs = demo.create_group("obs")
-            for key, sl in PROPRIO_SLICES.items():
+            for key, sl in proprio.items():
                 obs.create_dataset(key, data=arrays[STATE_KEY][:, sl])
             if ENV_STATE_KEY in arrays:
                 # robomimic's name for low-dimensional object state.

@@ -25,13 +25,10 @@ import pyarrow as pa
 from r2s2r.data import episodes as ep
 from r2s2r.data import stats as st
 from r2s2r.data.config import (
-    ACTION_DIM,
     ACTION_KEY,
     CHUNKS_SIZE,
-    ENV_STATE_DIM,
     ENV_STATE_KEY,
     IMAGE_PREFIX,
-    STATE_DIM,
     STATE_KEY,
     DatasetCfg,
     DatasetError,
@@ -53,6 +50,7 @@ from r2s2r.data.layout import (
     write_parquet,
 )
 from r2s2r.data.video import VideoEncoder
+from r2s2r.sim.contract import ENV_STATE_DIM
 
 _TASKS_PANDAS_META = {
     "index_columns": ["task"],
@@ -87,13 +85,6 @@ _TASKS_PANDAS_META = {
 _FILE_RE = re.compile(r"chunk-(\d+)/file-(\d+)\.(parquet|mp4)$")
 
 
-def proprio(obs: Mapping[str, Any]) -> np.ndarray:
-    """The 68-entry ``observation.state`` from an env observation (tcp, arm, hand)."""
-    return np.concatenate(
-        [np.ravel(obs["tcp_pose"]), np.ravel(obs["arm_joints"]), np.ravel(obs["hand_joints"])]
-    )
-
-
 def frame_table(
     episode_index: int,
     from_index: int,
@@ -123,7 +114,8 @@ def frame_table(
 
 class DatasetWriter:
     """Creates a dataset at ``root`` (with ``cfg``, default ``DatasetCfg()``) or reopens the
-    one there and continues it (``cfg``, if given, must match the stored one)."""
+    one there and continues it (``cfg``, if given, must match the stored one). Frames follow
+    the config's ``contract``: its proprio vector and its action."""
 
     def __init__(self, root: str | Path, cfg: DatasetCfg | None = None) -> None:
         self.root = Path(root)
@@ -136,6 +128,7 @@ class DatasetWriter:
                 raise DatasetError(f"{self.root}: not empty and not a dataset (no {INFO_PATH})")
             self.cfg = cfg or DatasetCfg()
             self.root.mkdir(parents=True, exist_ok=True)
+        self.contract = self.cfg.contract
         self._sizes = self._file_sizes()
         self._write_meta()
         self._reset_buffer()
@@ -166,11 +159,12 @@ class DatasetWriter:
         env_state: np.ndarray | None = None,
     ) -> None:
         """Buffer one frame: (H, W, 3) uint8 per camera (short name or feature key), state
-        (68,), action (54,), the time since the episode's start (default index / fps) and,
-        in a dataset with ``env_state``, the presented object's pose (7,)."""
+        (contract.state_dim,), action (contract.action_dim,), the time since the episode's
+        start (default index / fps) and, in a dataset with ``env_state``, the presented
+        object's pose (7,)."""
         cfg = self.cfg
-        state = self._vector(STATE_KEY, state, STATE_DIM)
-        action = self._vector(ACTION_KEY, action, ACTION_DIM)
+        state = self._vector(STATE_KEY, state, self.contract.state_dim)
+        action = self._vector(ACTION_KEY, action, self.contract.action_dim)
         if cfg.env_state != (env_state is not None):
             raise DatasetError(
                 f"{ENV_STATE_KEY}: this dataset "

@@ -49,7 +49,7 @@ def capture_all(
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     board = board or parse_board(DEFAULT_BOARD)
-    supervisor = SafetySupervisor(rig.arms, rig.hands, rig.now)
+    supervisor = SafetySupervisor(rig.arms, rig.hands, rig.now, rig.embodiment)
     start = time.perf_counter()
     rig.conveyor.set_speed(0.0)
     capture_cameras(rig, supervisor, out, board, nominal, seed=seed, progress=progress)

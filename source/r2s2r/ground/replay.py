@@ -24,7 +24,7 @@ import numpy as np
 
 from r2s2r.ground.sysid import SysIdError, arm_excitation
 from r2s2r.ground.sysid_arm import tcp_rms
-from r2s2r.sim.cell import ACTION_PER_ARM, HAND_DOF, Cell, set_action_mode
+from r2s2r.sim.cell import Cell
 from r2s2r.spec import TaskSpec, WorldSpec
 from r2s2r.spec.world import ARM_SIDES
 
@@ -50,12 +50,13 @@ def capture_replay(
         axis=1,
     )
     every = int(round(FRAME_EVERY_S * hz))
+    open_hand = np.zeros(supervisor.embodiment.hand_dof)
     measured: list[list[np.ndarray]] = []
     frames: list[int] = []
     for k, target in enumerate(targets):
         for i, side in enumerate(ARM_SIDES):
             supervisor.arm(side).send_tcp_target(target[i])
-            supervisor.hand(side).send_joint_targets(np.zeros(HAND_DOF))
+            supervisor.hand(side).send_joint_targets(open_hand)
         supervisor.tick()
         rig.step()
         measured.append([np.asarray(supervisor.arm(s).state().tcp_pose) for s in ARM_SIDES])
@@ -122,8 +123,7 @@ def replay_in_sim(
     from r2s2r.sim.render import SceneRenderer
     from r2s2r.sim.scene import build_scene
 
-    scene = build_scene(task, world)
-    set_action_mode(scene.model, "tcp")
+    scene = build_scene(task, world, action_mode="tcp")
     physics = MujocoPhysics(scene.model)
     cell = Cell(scene, physics)
     cell.reset(np.array([0]), [np.random.default_rng(0)])
@@ -132,7 +132,8 @@ def replay_in_sim(
     plan = next(p for p in renderer.plans if p.name == "head")
     wanted = set(replay.frame_periods)
     tcp, views = [], []
-    action = np.zeros((2, ACTION_PER_ARM))
+    emb = scene.embodiment
+    action = np.zeros((emb.num_arms, emb.action_per_arm("tcp")))
     for k, target in enumerate(replay.targets):
         action[:, :7] = target
         cell.step(action.reshape(1, -1))

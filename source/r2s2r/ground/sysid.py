@@ -4,7 +4,7 @@ the nominal models.
 
 Typical use on a rig (twin or hardware)::
 
-    sup = SafetySupervisor(rig.arms, rig.hands, rig.now)
+    sup = SafetySupervisor(rig.arms, rig.hands, rig.now, rig.embodiment)
     recs = record_sysid(sup, rig.step, SysIdCfg())
     recs.save("captures/sysid")
     report = identify(recs, nominal_world)
@@ -150,7 +150,7 @@ def record_sysid(
 
     def hand_run(episodes: int, seed: int, kind: str) -> list[HandRecording]:
         eps = {
-            s: hand_excitation(episodes, c.hand_episode_s, seed=seed + i, hz=c.hz)
+            s: hand_excitation(episodes, sup.hand_ranges, c.hand_episode_s, seed=seed + i, hz=c.hz)
             for i, s in enumerate(sides)
         }
         meta = {"set": kind, "seed": seed, "episode_s": c.hand_episode_s}

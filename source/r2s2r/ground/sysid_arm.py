@@ -31,7 +31,7 @@ from r2s2r.geometry.rotations import (
     rotvec_to_quat,
 )
 from r2s2r.ground.sysid_data import ArmRecording, SysIdError
-from r2s2r.sim import kernels, robots
+from r2s2r.sim import kernels
 from r2s2r.sim import scene as scene_mod
 from r2s2r.spec import WorldSpec
 from r2s2r.spec.world import ArmControllerSpec
@@ -67,12 +67,11 @@ def _arm_model(world: WorldSpec, side: str, hz: float, hand_q: np.ndarray) -> _A
     some postures touch link to link or palm to link."""
     spec = scene_mod.new_spec(world)
     bare = world.replace(controller=world.controller.model_copy(update={"delay_s": 0.0}))
-    scene_mod.add_arm_and_hand(spec, bare, side)
+    arm, hand = scene_mod.add_arm_and_hand(spec, bare, side)
     for act in list(spec.actuators):
         if not act.name.startswith(f"{side}_tcp_"):
             spec.delete(act)
-    hand = [f"{side}_hand_f{f}_j{k}" for f in range(1, 6) for k in range(1, 5)]
-    for name, q in zip(hand, hand_q, strict=True):
+    for name, q in zip(hand.joints, hand_q, strict=True):
         freeze_joint(spec, spec.joint(name), float(q))
     for kind, dim in (
         (mujoco.mjtSensor.mjSENS_FRAMEPOS, 3),
@@ -80,7 +79,7 @@ def _arm_model(world: WorldSpec, side: str, hz: float, hand_q: np.ndarray) -> _A
     ):
         spec.add_sensor(type=kind, objtype=mujoco.mjtObj.mjOBJ_SITE, objname=f"{side}_tcp", dim=dim)
     model = spec.compile()
-    if model.nq != 7 or model.nsensordata != 7:
+    if model.nq != len(arm.joints) or model.nsensordata != 7:
         raise RuntimeError(f"arm-only model of {side}: nq={model.nq}, sensors={model.nsensordata}")
     ref = model.site(f"{side}_ref")
     return _ArmModel(
@@ -151,19 +150,18 @@ def _motion_ctrl(
     pose[0, :, 3:] = quat_to_rotvec(quat_mul(ref_conj[0], target[0, 3:]))
     vel = np.zeros((1, 2, 2, 3))
     lim = np.array([[ctl.max_lin_vel, ctl.max_ang_vel], [ctl.max_lin_acc, ctl.max_ang_acc]])
-    hand_lo, hand_hi = robots.WUJI_HAND_JOINT_RANGES[:, 0], robots.WUJI_HAND_JOINT_RANGES[:, 1]
+    # Two copies of the arm and no hands: the kernel's action is a TCP pose per arm.
+    no_hand, hand_idx = np.zeros(0), np.zeros((2, 0), dtype=np.int64)
     cart_idx = np.arange(12).reshape(2, 6)
-    hand_idx = 12 + np.arange(40).reshape(2, 20)
-    ctrl = np.zeros((1, 52))
-    action = np.zeros((1, 2 * kernels.ACTION_PER_ARM))
+    ctrl = np.zeros((1, 12))
+    action = np.zeros((1, 14))
     out = np.empty((n, 6))
-    per = kernels.ACTION_PER_ARM
     for i in range(n):
         action[0, :7] = target[i]
-        action[0, per : per + 7] = target[i]
+        action[0, 7:] = target[i]
         kernels.tcp_action_to_ctrl(
             action, ref_pos, ref_mat, ref_conj, pose, vel, lim, dt,
-            hand_lo, hand_hi, cart_idx, hand_idx, ctrl,
+            no_hand, no_hand, cart_idx, hand_idx, ctrl,
         )  # fmt: skip
         out[i] = ctrl[0, :6]
     return out

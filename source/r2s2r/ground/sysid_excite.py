@@ -7,7 +7,6 @@ import numpy as np
 
 from r2s2r.geometry.rotations import quat_mul, rotvec_to_quat
 from r2s2r.rig.safety import SafetyLimits
-from r2s2r.sim import robots
 
 
 def arm_excitation(
@@ -115,21 +114,23 @@ HAND_EPISODE_KINDS = ("steps", "chirp", "sines")
 
 def hand_excitation(
     episodes: int,
+    ranges: np.ndarray,
     duration_s: float = 4.0,
     seed: int = 0,
     hz: float = 50.0,
     margin: float = 0.1,
 ) -> list[np.ndarray]:
-    """Joint-target episodes (each (T, 20), thumb first) cycling through random steps,
+    """Joint-target episodes (each (T, H), thumb first) cycling through random steps,
     chirps (0.3 to 5 Hz) and multi-sines on every joint at once, kept ``margin`` (a fraction
-    of each range) inside the joint ranges.
+    of each range) inside the joint ranges ``ranges`` (H, 2) (the embodiment's
+    ``hand_limits``).
 
     The fingers' sideways (abduction) joints fan out together and never point at each other,
     so neighbouring fingers rarely touch: contacts would couple joints the fit treats as
     independent.
     """
     rng = np.random.default_rng(seed)
-    ranges = robots.WUJI_HAND_JOINT_RANGES
+    ranges = np.asarray(ranges, dtype=float)
     span = ranges[:, 1] - ranges[:, 0]
     lo, hi = ranges[:, 0] + margin * span, ranges[:, 1] - margin * span
     mid, amp = (lo + hi) / 2, (hi - lo) / 2
@@ -138,8 +139,8 @@ def hand_excitation(
     out = []
     for e in range(episodes):
         kind = HAND_EPISODE_KINDS[e % len(HAND_EPISODE_KINDS)]
-        u = np.zeros((n, 20))  # Normalised to [-1, 1] per joint.
-        for j in range(20):
+        u = np.zeros((n, len(ranges)))  # Normalised to [-1, 1] per joint.
+        for j in range(len(ranges)):
             if kind == "steps":
                 i = 0
                 level = rng.uniform(-1, 1)

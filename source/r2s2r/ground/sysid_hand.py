@@ -22,9 +22,7 @@ from tqdm import tqdm
 from r2s2r.ground.sysid_arm import freeze_joint, last_value
 from r2s2r.ground.sysid_data import HandRecording, SysIdError
 from r2s2r.rig.retarget import TIPS, HandKinematics
-from r2s2r.sim import robots
 from r2s2r.sim import scene as scene_mod
-from r2s2r.sim.cell import HAND_DOF
 from r2s2r.spec import WorldSpec
 from r2s2r.spec.world import HandActuatorSpec
 
@@ -36,24 +34,25 @@ _FD_STEP = 2e-3
 @dataclass(frozen=True)
 class _HandModel:
     model: mujoco.MjModel
-    acts: np.ndarray  # (20,) actuator ids, thumb first
+    acts: np.ndarray  # (H,) actuator ids, thumb first
     nsub: int
 
 
 def _hand_model(world: WorldSpec, side: str, hz: float, arm_q: np.ndarray) -> _HandModel:
-    """The hand of ``side`` on its arm frozen at joint positions ``arm_q`` (7,): the arm's
+    """The hand of ``side`` on its arm frozen at joint positions ``arm_q`` (J,): the arm's
     links stay as obstacles (the thumb can touch the wrist), only the fingers move."""
     spec = scene_mod.new_spec(world)
-    scene_mod.add_arm_and_hand(spec, world, side)
+    arm, hand = scene_mod.add_arm_and_hand(spec, world, side)
     for act in list(spec.actuators):
         if not act.name.startswith(f"{side}_hand_"):
             spec.delete(act)
-    for i, q in enumerate(arm_q):
-        freeze_joint(spec, spec.joint(f"{side}_j{i + 1}"), float(q))
+    for name, q in zip(arm.joints, arm_q, strict=True):
+        freeze_joint(spec, spec.joint(name), float(q))
     model = spec.compile()
-    if model.nq != HAND_DOF or model.nu != HAND_DOF:
-        raise RuntimeError(f"hand model of {side}: nq={model.nq}, nu={model.nu}, expected 20")
-    acts = [f"{side}_hand_f{f}_j{k}_act" for f in range(1, 6) for k in range(1, 5)]
+    dof = len(hand.joints)
+    if model.nq != dof or model.nu != dof:
+        raise RuntimeError(f"hand model of {side}: nq={model.nq}, nu={model.nu}, expected {dof}")
+    acts = [f"{j}_act" for j in hand.joints]
     return _HandModel(
         model=model,
         acts=np.array([model.actuator(a).id for a in acts]),
@@ -80,28 +79,30 @@ class HandSimulator:
         self.recs = list(recordings)
         # One model per recording: the arm holds a posture of its own in each.
         self.hands = [_hand_model(nominal, r.side, r.hz, r.arm_q[0, 0]) for r in self.recs]
-        any_model = self.hands[0].model
+        any_model, acts = self.hands[0].model, self.hands[0].acts
         self._threads = [mujoco.MjData(any_model) for _ in range(os.cpu_count() or 1)]
-        lo, hi = robots.WUJI_HAND_JOINT_RANGES[:, 0], robots.WUJI_HAND_JOINT_RANGES[:, 1]
+        # Joints per hand, and their ranges (the model's: the targets are clipped to them).
+        self.dof = len(acts)
+        lo, hi = any_model.jnt_range[any_model.actuator_trnid[acts, 0]].T
         nsubs = {h.nsub for h in self.hands}
         if len(nsubs) != 1:
             raise SysIdError("hand recordings mix control rates; record all at the same rate")
         self.nsub = nsub = nsubs.pop()
         n = self.recs[0].target.shape[1]
-        # Per-step ctrl of every episode, ((T - 1) * nsub, 20), and the initial states.
+        # Per-step ctrl of every episode, ((T - 1) * nsub, H), and the initial states.
         self._ctrl = [
             np.repeat(np.clip(ep[: n - 1], lo, hi), nsub, axis=0)
             for r in self.recs
             for ep in r.target
         ]
         self._init = [
-            np.concatenate([[0.0], q0, np.zeros(HAND_DOF)]) for r in self.recs for q0 in r.q[:, 0]
+            np.concatenate([[0.0], q0, np.zeros(self.dof)]) for r in self.recs for q0 in r.q[:, 0]
         ]
         self._owner = [i for i, r in enumerate(self.recs) for _ in range(r.episodes)]
-        self.measured = np.concatenate([r.q for r in self.recs])  # (E, T, 20)
+        self.measured = np.concatenate([r.q for r in self.recs])  # (E, T, H)
 
     def predict(self, gains: Sequence[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
-        """Joint positions (C, E, T, 20) of every episode under each (kp, kv) candidate;
+        """Joint positions (C, E, T, H) of every episode under each (kp, kv) candidate;
         row 0 of each episode is its recorded first reading."""
         models: list[mujoco.MjModel] = []
         for kp, kv in gains:
@@ -117,9 +118,9 @@ class HandSimulator:
             persistent_pool=True,
         )
         # State after step k is the state at step k + 1: period p ends at step p * nsub - 1.
-        q = state[:, self.nsub - 1 :: self.nsub, 1 : 1 + HAND_DOF]
+        q = state[:, self.nsub - 1 :: self.nsub, 1 : 1 + self.dof]
         first = np.tile(self.measured[:, :1], (len(gains), 1, 1))
-        return np.concatenate([first, q], axis=1).reshape(len(gains), e, -1, HAND_DOF)
+        return np.concatenate([first, q], axis=1).reshape(len(gains), e, -1, self.dof)
 
 
 def _check_motion(rec: HandRecording) -> None:
@@ -137,8 +138,8 @@ def _check_motion(rec: HandRecording) -> None:
         )
 
 
-def _per_joint(values: tuple[float, ...]) -> np.ndarray:
-    return np.resize(np.asarray(values, dtype=float), HAND_DOF)
+def _per_joint(values: tuple[float, ...], dof: int) -> np.ndarray:
+    return np.resize(np.asarray(values, dtype=float), dof)
 
 
 def fit_hand(
@@ -147,17 +148,18 @@ def fit_hand(
     max_iter: int = 8,
     progress: bool = True,
 ) -> HandActuatorSpec:
-    """Least-squares fit of per-joint kp and kv (20 each) to joint-angle errors (degrees) of
-    the recorded episodes simulated open loop from rest."""
+    """Least-squares fit of per-joint kp and kv (one per hand joint each) to joint-angle
+    errors (degrees) of the recorded episodes simulated open loop from rest."""
     for rec in recordings:
         _check_motion(rec)
     sim = HandSimulator(recordings, nominal)
-    kp0, kv0 = _per_joint(nominal.hand.kp), _per_joint(nominal.hand.kv)
-    finger = np.arange(HAND_DOF) // _JOINTS_PER_FINGER
-    slot = np.arange(HAND_DOF) % _JOINTS_PER_FINGER
+    dof = sim.dof
+    kp0, kv0 = _per_joint(nominal.hand.kp, dof), _per_joint(nominal.hand.kv, dof)
+    finger = np.arange(dof) // _JOINTS_PER_FINGER
+    slot = np.arange(dof) % _JOINTS_PER_FINGER
 
     def gains(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return kp0 * np.exp(x[:HAND_DOF]), kv0 * np.exp(x[HAND_DOF:])
+        return kp0 * np.exp(x[:dof]), kv0 * np.exp(x[dof:])
 
     def residuals(pred: np.ndarray) -> np.ndarray:
         return np.degrees(pred - sim.measured[None]).reshape(len(pred), -1)
@@ -176,21 +178,21 @@ def fit_hand(
         cands = []
         for half, k in groups:
             dx = np.zeros_like(x)
-            dx[half * HAND_DOF + np.flatnonzero(slot == k)] = _FD_STEP
+            dx[half * dof + np.flatnonzero(slot == k)] = _FD_STEP
             cands.append(gains(x + dx))
         diff = (residuals(sim.predict(cands)) - fun(x)[None]) / _FD_STEP
-        diff = diff.reshape(len(groups), -1, HAND_DOF)
-        out = np.zeros((diff.shape[1], HAND_DOF, 2 * HAND_DOF))
+        diff = diff.reshape(len(groups), -1, dof)
+        out = np.zeros((diff.shape[1], dof, 2 * dof))
         for g, (half, k) in enumerate(groups):
-            for j in range(HAND_DOF):
-                cols = half * HAND_DOF + np.flatnonzero((slot == k) & (finger == finger[j]))
+            for j in range(dof):
+                cols = half * dof + np.flatnonzero((slot == k) & (finger == finger[j]))
                 out[:, j, cols[0]] = diff[g, :, j]
         bar.update()
-        return out.reshape(-1, 2 * HAND_DOF)
+        return out.reshape(-1, 2 * dof)
 
-    lo, hi = np.full(2 * HAND_DOF, _LOG_BOUNDS[0]), np.full(2 * HAND_DOF, _LOG_BOUNDS[1])
+    lo, hi = np.full(2 * dof, _LOG_BOUNDS[0]), np.full(2 * dof, _LOG_BOUNDS[1])
     sol = least_squares(
-        fun, np.zeros(2 * HAND_DOF), jac=jac, bounds=(lo, hi), method="trf",
+        fun, np.zeros(2 * dof), jac=jac, bounds=(lo, hi), method="trf",
         max_nfev=max_iter, xtol=1e-4,
     )  # fmt: skip
     bar.close()
@@ -216,9 +218,9 @@ class HandFit:
 
 
 def fingertips(q: np.ndarray, side: str) -> np.ndarray:
-    """Fingertip positions (..., 5, 3) in the palm frame of joint positions (..., 20)."""
+    """Fingertip positions (..., 5, 3) in the palm frame of joint positions (..., H)."""
     kin = HandKinematics(side)
-    flat = q.reshape(-1, HAND_DOF)
+    flat = q.reshape(-1, q.shape[-1])
     tips = np.array([kin.forward(qi)[list(TIPS)] for qi in flat])
     return tips.reshape(*q.shape[:-1], len(TIPS), 3)
 
@@ -231,8 +233,11 @@ def evaluate_hand(
     for rec in recordings:
         _check_motion(rec)
     sim = HandSimulator(recordings, nominal)
-    nominal_gains = (_per_joint(nominal.hand.kp), _per_joint(nominal.hand.kv))
-    pred, pred_nom = sim.predict([(_per_joint(hand.kp), _per_joint(hand.kv)), nominal_gains])
+    dof = sim.dof
+    nominal_gains = (_per_joint(nominal.hand.kp, dof), _per_joint(nominal.hand.kv, dof))
+    pred, pred_nom = sim.predict(
+        [(_per_joint(hand.kp, dof), _per_joint(hand.kv, dof)), nominal_gains]
+    )
     sides = [r.side for r in recordings for _ in range(r.episodes)]
     meas_tips, fit_tips, nom_tips = (
         np.stack([fingertips(q, s) for q, s in zip(qs, sides, strict=True)])

@@ -1,11 +1,11 @@
 """The real cell behind the rig interfaces, built from a hardware YAML.
 
 ``HardwareRig`` has the attributes of ``TwinRig`` (``arms``, ``hands``, ``cameras``,
-``conveyor``, ``presenter``, ``now()``) plus the teleoperation ``trackers``. Its arms and hands
-are the raw drivers, as the twin's are: every stage wraps them in a ``SafetySupervisor``, which
-``supervise()`` builds with the rig's clock, watching its cameras and ticking from a timer
-thread. Each vendor SDK is imported only when its device is built; a missing SDK fails with
-the extra to install.
+``conveyor``, ``presenter``, ``embodiment``, ``now()``) plus the teleoperation ``trackers``.
+Its arms and hands are the raw drivers, as the twin's are: every stage wraps them in a
+``SafetySupervisor``, which ``supervise()`` builds with the rig's clock, watching its cameras
+and ticking from a timer thread. Each vendor SDK is imported only when its device is built;
+a missing SDK fails with the extra to install.
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ from r2s2r.rig.drivers.zed import ZedCamera
 from r2s2r.rig.interfaces import Arm, Camera, Conveyor, Hand, HandTracker, ObjectPresenter
 from r2s2r.rig.safety import SafetyLimits, SafetySupervisor
 from r2s2r.sim.camera import Intrinsics
+from r2s2r.sim.embodiment import Embodiment
+from r2s2r.sim.scene import build_scene
 from r2s2r.spec import WorldSpec
 from r2s2r.spec.worlds import load_task, load_world
 
@@ -40,7 +42,8 @@ PERIOD_S = 0.02
 
 
 class HardwareRig:
-    """The real cell: drivers for two arms, two hands, three cameras, gloves and trackers."""
+    """The real cell: drivers for two arms, two hands, three cameras, gloves and trackers, of
+    ``embodiment`` (the robot of the cell's world model)."""
 
     def __init__(
         self,
@@ -49,11 +52,13 @@ class HardwareRig:
         cameras: dict[str, Camera],
         conveyor: Conveyor,
         presenter: ObjectPresenter,
+        embodiment: Embodiment,
         trackers: dict[str, HandTracker] | None = None,
         clock: Callable[[], float] | None = None,
         resources: list[Any] | None = None,
     ) -> None:
         self.arms, self.hands, self.cameras = arms, hands, cameras
+        self.embodiment = embodiment
         self.conveyor, self.presenter = conveyor, presenter
         self.trackers = trackers or {}
         self._start = time.monotonic()
@@ -94,7 +99,7 @@ class HardwareRig:
         """A safety supervisor over the arms and hands, ticked every ``period_s`` by a thread."""
         if self._watchdog is not None and self._watchdog.is_alive():
             raise RuntimeError("this rig is already supervised; use the supervisor it returned")
-        sup = SafetySupervisor(self.arms, self.hands, clock=self.now, limits=limits)
+        sup = SafetySupervisor(self.arms, self.hands, self.now, self.embodiment, limits)
         for camera in self.cameras.values():
             sup.watch_camera(camera)
         self._stop_watchdog.clear()
@@ -143,6 +148,9 @@ def build_rig(spec: HardwareSpec, prompt: Prompt = input) -> HardwareRig:
     """Connect the devices of ``spec`` in order (arms, hands, cameras, gloves); on a failure
     the devices already open are closed again before the error propagates."""
     world = load_world(spec.world)
+    task = load_task(spec.task)
+    # The cell's robot, from its world model (before any device opens: a bad model fails here).
+    embodiment = build_scene(task, world).embodiment
     start = time.monotonic()
 
     def clock() -> float:
@@ -203,13 +211,13 @@ def build_rig(spec: HardwareSpec, prompt: Prompt = input) -> HardwareRig:
         for error in _close_all(reversed(opened)):
             log.warning("while closing after a failed start: %s", error)
         raise
-    task = load_task(spec.task)
     return HardwareRig(
         arms,
         hands,
         cameras,
         ManualConveyor(prompt, spec.conveyor.initial_speed),
         OperatorPresenter([o.name for o in task.all_objects], prompt),
+        embodiment,
         trackers,
         clock,
         resources,

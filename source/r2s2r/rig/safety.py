@@ -12,19 +12,20 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from r2s2r.rig.interfaces import Arm, ArmState, Camera, Hand, HandState
-from r2s2r.sim import robots
+from r2s2r.sim.embodiment import Embodiment
 
 log = logging.getLogger("r2s2r.safety")
 
 
 @dataclass(frozen=True)
 class SafetyLimits:
-    """Limits the supervisor enforces (cell frame, metres, radians, seconds)."""
+    """Limits the supervisor enforces (cell frame, metres, radians, seconds); the hands'
+    joint ranges are the embodiment's."""
 
     workspace_min: tuple[float, float, float] = (-1.0, -0.9, 0.78)
     workspace_max: tuple[float, float, float] = (1.0, 0.35, 1.6)
@@ -38,7 +39,6 @@ class SafetyLimits:
     stop_after_s: float = 0.5
     # A watched camera whose newest frame is older than this makes the arms hold.
     camera_timeout_s: float = 0.2
-    hand_ranges: np.ndarray = field(default_factory=lambda: robots.WUJI_HAND_JOINT_RANGES.copy())
 
 
 @dataclass(frozen=True)
@@ -50,16 +50,20 @@ class SafetyEvent:
 
 
 class SafetySupervisor:
-    """Wraps a rig's arms and hands; hand out ``arm(name)`` / ``hand(name)`` instead."""
+    """Wraps a rig's arms and hands (of ``embodiment``, whose hand joint ranges it keeps the
+    hands in); hand out ``arm(name)`` / ``hand(name)`` instead."""
 
     def __init__(
         self,
         arms: dict[str, Arm],
         hands: dict[str, Hand],
         clock: Callable[[], float],
+        embodiment: Embodiment,
         limits: SafetyLimits | None = None,
     ) -> None:
         self.limits = limits or SafetyLimits()
+        self.embodiment = embodiment
+        self.hand_ranges = embodiment.hand_limits
         self.clock = clock
         self.events: list[SafetyEvent] = []
         self._lock = threading.RLock()
@@ -208,7 +212,7 @@ class SafeArm:
 
 
 class SafeHand:
-    """A ``Hand`` whose targets are checked and clamped to the joint ranges."""
+    """A ``Hand`` whose targets are checked and clamped to the embodiment's joint ranges."""
 
     def __init__(self, supervisor: SafetySupervisor, inner: Hand) -> None:
         self.sup, self.inner, self.name = supervisor, inner, inner.name
@@ -217,13 +221,13 @@ class SafeHand:
         return self.inner.state()
 
     def send_joint_targets(self, q: np.ndarray) -> None:
-        sup, ranges = self.sup, self.sup.limits.hand_ranges
+        sup, ranges = self.sup, self.sup.hand_ranges
         with sup._lock:
             q = np.asarray(q, dtype=float)
             if sup.estopped:
                 sup._event(self.name, "rejected", "emergency stop is latched")
                 return
-            if q.shape != (20,) or not np.isfinite(q).all():
+            if q.shape != (len(ranges),) or not np.isfinite(q).all():
                 sup._event(self.name, "rejected", f"non-finite or malformed targets {q}")
                 return
             clamped = np.clip(q, ranges[:, 0], ranges[:, 1])

@@ -25,7 +25,6 @@ from r2s2r.geometry.poses import matrix_to_pose, pose_to_matrix
 from r2s2r.rig.interfaces import HandKeypoints
 from r2s2r.rig.retarget import RetargetCfg, Retargeter
 from r2s2r.rig.safety import SafetySupervisor
-from r2s2r.sim.kernels import ACTION_PER_ARM
 from r2s2r.spec.world import ARM_SIDES
 
 log = logging.getLogger("r2s2r.teleop")
@@ -125,7 +124,7 @@ class TeleopSession:
         for side in ARM_SIDES:
             self.sup.arm(side).resync()
             self._hold[side] = self.rig.arms[side].state().tcp_pose.copy()
-            self._hand_q[side] = np.zeros(20)
+            self._hand_q[side] = np.zeros(self.sup.embodiment.hand_dof)
             self.retargeters[side].reset()
 
     def step(self, reading: HandKeypoints) -> np.ndarray:
@@ -155,7 +154,8 @@ class TeleopSession:
         other = ARM_SIDES[1 - ARM_SIDES.index(side)]
         self.sup.arm(other).send_tcp_target(self._hold[other])
         self.sup.hand(other).send_joint_targets(self._hand_q[other])
-        action = np.empty((2, ACTION_PER_ARM))
+        emb = self.sup.embodiment
+        action = np.empty((emb.num_arms, emb.action_per_arm("tcp")))
         for i, s in enumerate(ARM_SIDES):
             action[i, :7] = tcp if s == side else self._hold[s]
             action[i, 7:] = self._hand_q[s]

@@ -22,13 +22,14 @@ from r2s2r.geometry.rotations import mat_to_quat
 from r2s2r.rig.interfaces import ArmState, Frame, HandState
 from r2s2r.rig.truth import CameraEffects, true_camera_effects, true_world
 from r2s2r.sim.camera import Intrinsics
-from r2s2r.sim.cell import ACTION_PER_ARM, STATUS_NAMES, Cell, set_action_mode
+from r2s2r.sim.cell import STATUS_NAMES, Cell
+from r2s2r.sim.embodiment import TCP_POSE_DIM, Embodiment
 from r2s2r.sim.physics import MujocoPhysics
 from r2s2r.sim.render import SceneRenderer
 from r2s2r.sim.scene import build_scene
 from r2s2r.spec import TaskSpec, WorldSpec
 from r2s2r.spec.conditions import apply_condition
-from r2s2r.spec.world import ARM_SIDES, CAMERA_NAMES
+from r2s2r.spec.world import CAMERA_NAMES
 from r2s2r.spec.worlds import load_task, load_world
 
 # The calibration board the twin's presenter holds up: 9 x 6 inner corners of 40 mm squares.
@@ -114,7 +115,8 @@ class TwinRig:
 
     The twin advances only when ``step()`` is called (one 50 Hz period each), as fast as the
     machine allows, or paced to the wall clock with ``realtime=True`` (for a person
-    teleoperating it).
+    teleoperating it). Its ``embodiment`` is the robot of its simulated cell; its devices
+    take TCP targets and hand joint targets (the ``tcp`` action mode).
     """
 
     def __init__(
@@ -134,7 +136,9 @@ class TwinRig:
             condition, load_task(task), true_world(self.nominal, rng)
         )
         self.__truth = TwinTruth(truth_world, true_camera_effects(rng, list(CAMERA_NAMES)))
-        scene = build_scene(self.task, truth_world, lambda spec: add_board(spec, TWIN_BOARD))
+        scene = build_scene(
+            self.task, truth_world, lambda spec: add_board(spec, TWIN_BOARD), action_mode="tcp"
+        )
         belt = truth_world.layout.belt
         self._board_poses = board_placements(
             TWIN_BOARD,
@@ -143,14 +147,14 @@ class TwinRig:
             BOARD_PLACEMENTS,
         )
         self._board_mocap = int(scene.model.body("calib_board").mocapid[0])
-        set_action_mode(scene.model, "tcp")
         self._physics = MujocoPhysics(scene.model)
         self._cell = Cell(scene, self._physics)
+        self.embodiment: Embodiment = scene.embodiment
         model = scene.model
         # Joint velocity addresses of each arm (qpos and qvel addresses differ).
         self._arm_dofs = [
-            [model.jnt_dofadr[model.joint(f"{side}_j{i + 1}").id] for i in range(7)]
-            for side in ARM_SIDES
+            [model.jnt_dofadr[model.joint(j).id] for j in self.embodiment.arm_joint_names(side)]
+            for side in self.embodiment.sides
         ]
         self._rng = np.random.default_rng(seed + 1)
         self._noise = np.random.default_rng(seed + 2)
@@ -160,10 +164,12 @@ class TwinRig:
         self._lock = threading.RLock()
         self._renderer: SceneRenderer | None = None
         self._frames: dict[str, Frame] = {}
-        self._action = np.zeros(2 * ACTION_PER_ARM)
+        # The latest command of each arm: TCP target (7), then hand targets.
+        emb = self.embodiment
+        self._action = np.zeros((emb.num_arms, emb.action_per_arm("tcp")))
         self._wall_start = time.monotonic()
-        self.arms = {side: TwinArm(self, i, side) for i, side in enumerate(ARM_SIDES)}
-        self.hands = {side: TwinHand(self, i, side) for i, side in enumerate(ARM_SIDES)}
+        self.arms = {side: TwinArm(self, i, side) for i, side in enumerate(emb.sides)}
+        self.hands = {side: TwinHand(self, i, side) for i, side in enumerate(emb.sides)}
         self.cameras = {name: TwinCamera(self, name) for name in CAMERA_NAMES}
         self.conveyor = TwinConveyor(self)
         self.presenter = TwinPresenter(self)
@@ -178,7 +184,7 @@ class TwinRig:
         """Advance the twin by ``periods`` control periods with the latest commands."""
         for _ in range(periods):
             with self._lock:
-                self._cell.step(self._action[None])
+                self._cell.step(self._action.reshape(1, -1))
                 self._frames.clear()
             if self.realtime:
                 delay = self._wall_start + self.now() - time.monotonic()
@@ -192,8 +198,7 @@ class TwinRig:
             self._cell.reset(np.array([0]), [self._rng], objects=names)
             pos, mat = self._physics.site_poses(self._cell.idx.tcp_sites)
             quat = mat_to_quat(mat[0])
-            for arm in range(2):
-                a = self._action[arm * ACTION_PER_ARM : (arm + 1) * ACTION_PER_ARM]
+            for arm, a in enumerate(self._action):
                 a[:3], a[3:7], a[7:] = pos[0, arm], quat[arm], 0.0
             self._frames.clear()
             self._wall_start = time.monotonic()
@@ -243,8 +248,7 @@ class TwinRig:
 
     def _set_action(self, arm: int, start: int, values: np.ndarray) -> None:
         with self._lock:
-            base = arm * ACTION_PER_ARM + start
-            self._action[base : base + len(values)] = values
+            self._action[arm, start : start + len(values)] = values
 
     def _place_board(self, placement: int | None) -> None:
         with self._lock:
@@ -312,9 +316,10 @@ class TwinHand:
 
     def send_joint_targets(self, q: np.ndarray) -> None:
         q = np.asarray(q, dtype=float)
-        if q.shape != (20,):
-            raise ValueError(f"{self.name}: expected 20 joint targets, got shape {q.shape}")
-        self._rig._set_action(self._index, 7, q)
+        n = self._rig.embodiment.hand_dof
+        if q.shape != (n,):
+            raise ValueError(f"{self.name}: expected {n} joint targets, got shape {q.shape}")
+        self._rig._set_action(self._index, TCP_POSE_DIM, q)
 
 
 class TwinCamera:

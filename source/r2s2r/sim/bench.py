@@ -43,7 +43,8 @@ def _rate(fn: Callable[[], None], seconds: float, per_call: int = 1) -> float:
 
 def _hold_action(env: PickSortEnv, obs: dict[str, Any]) -> np.ndarray:
     """Hold both TCPs where they are with open hands."""
-    return np.concatenate([np.concatenate([pose, np.zeros(20)]) for pose in obs["tcp_pose"]])
+    tcp = obs["tcp_pose"]
+    return env.contract.join_action(tcp, np.zeros((len(tcp), env.embodiment.hand_dof)))
 
 
 def bench_physics(seconds: float = 3.0, repeats: int = 3) -> dict[str, float]:
@@ -138,13 +139,12 @@ def bench_render(seconds: float = 3.0) -> dict[str, float]:
 
 def bench_warp(batch_sizes: tuple[int, ...], steps: int = 20) -> dict[str, Any]:
     """MuJoCo Warp world-steps/s at several batch sizes on the device present."""
-    from r2s2r.sim.cell import Cell, set_action_mode
+    from r2s2r.sim.cell import Cell
     from r2s2r.sim.scene import build_scene
     from r2s2r.sim.warp_physics import WarpPhysics
     from r2s2r.spec.worlds import load_task, load_world
 
-    scene = build_scene(load_task("pick_sort"), load_world("nominal"))
-    set_action_mode(scene.model, "tcp")
+    scene = build_scene(load_task("pick_sort"), load_world("nominal"), action_mode="tcp")
     rates: dict[str, float] = {}
     device = "?"
     for n in batch_sizes:

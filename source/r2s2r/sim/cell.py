@@ -7,20 +7,18 @@ belt on schedule, keeps the belt within its travel, and judges every object.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 import mujoco
 import numpy as np
 from scipy.spatial.transform import Rotation
 
 from r2s2r.geometry.rotations import mat_to_quat, quat_conj, quat_mul, quat_to_mat, quat_to_rotvec
-from r2s2r.sim import kernels, robots
+from r2s2r.sim import kernels
 from r2s2r.sim.controller import MotionGenerator
+from r2s2r.sim.embodiment import Embodiment
 from r2s2r.sim.physics import Physics
-from r2s2r.sim.scene import CART_AXES, GROUP_CARTESIAN, GROUP_JOINT, Scene, storage_pos
-from r2s2r.spec.world import ARM_SIDES
+from r2s2r.sim.scene import CART_AXES, Scene, storage_pos
 
-ActionMode = Literal["tcp", "joint"]
 PENDING, SORTED, WRONG_BIN, DROPPED = (
     kernels.PENDING,
     kernels.SORTED,
@@ -28,11 +26,7 @@ PENDING, SORTED, WRONG_BIN, DROPPED = (
     kernels.DROPPED,
 )
 STATUS_NAMES = ("pending", "sorted", "wrong_bin", "dropped")
-ARM_DOF, HAND_DOF = 7, 20
 _XYZ, _QUAT = np.arange(3), 3 + np.arange(4)
-_HAND_LO, _HAND_HI = robots.WUJI_HAND_JOINT_RANGES[:, 0], robots.WUJI_HAND_JOINT_RANGES[:, 1]
-_ARM_LO, _ARM_HI = robots.RIZON4S_JOINT_RANGES[:, 0], robots.RIZON4S_JOINT_RANGES[:, 1]
-ACTION_PER_ARM = kernels.ACTION_PER_ARM
 
 
 def _adr(model: mujoco.MjModel, names: list[str], field: str) -> np.ndarray:
@@ -41,76 +35,76 @@ def _adr(model: mujoco.MjModel, names: list[str], field: str) -> np.ndarray:
 
 @dataclass(frozen=True)
 class CellIndex:
-    """Addresses of everything the episode logic reads or writes."""
+    """Addresses of everything the episode logic reads or writes (S arms, J joints per arm,
+    H joints per hand, from the embodiment)."""
 
-    arm_qadr: np.ndarray  # (2, 7)
-    hand_qadr: np.ndarray  # (2, 20)
+    arm_qadr: np.ndarray  # (S, J)
+    hand_qadr: np.ndarray  # (S, H)
     belt_qadr: int
     obj_qadr: np.ndarray  # (K,) free-joint qpos address per object (7 values each)
     obj_vadr: np.ndarray  # (K,)
-    cart_ctrl: np.ndarray  # (2, 6)
-    joint_ctrl: np.ndarray  # (2, 7)
-    hand_ctrl: np.ndarray  # (2, 20)
+    cart_ctrl: np.ndarray  # (S, 6)
+    joint_ctrl: np.ndarray  # (S, J)
+    hand_ctrl: np.ndarray  # (S, H)
     belt_ctrl: int
-    tcp_sites: np.ndarray  # (2,)
-    ref_pos: np.ndarray  # (2, 3) world-fixed Cartesian reference frames
-    ref_quat: np.ndarray  # (2, 4)
+    tcp_sites: np.ndarray  # (S,)
+    ref_pos: np.ndarray  # (S, 3) world-fixed Cartesian reference frames
+    ref_quat: np.ndarray  # (S, 4)
 
     @classmethod
-    def build(cls, model: mujoco.MjModel, num_objects: int, object_names: list[str]) -> CellIndex:
+    def build(
+        cls, model: mujoco.MjModel, embodiment: Embodiment, object_names: list[str]
+    ) -> CellIndex:
         def act(name: str) -> int:
             return int(model.actuator(name).id)
 
-        arm = [[f"{s}_j{i + 1}" for i in range(ARM_DOF)] for s in ARM_SIDES]
-        hand = [
-            [f"{s}_hand_f{f}_j{k}" for f in range(1, 6) for k in range(1, 5)] for s in ARM_SIDES
-        ]
-        ref_ids = [model.site(f"{s}_ref").id for s in ARM_SIDES]
+        sides = embodiment.sides
+        arm = [list(embodiment.arm_joint_names(s)) for s in sides]
+        hand = [list(embodiment.hand_joint_names(s)) for s in sides]
+        ref_ids = [model.site(f"{s}_ref").id for s in sides]
         return cls(
             arm_qadr=np.array([_adr(model, a, "qposadr") for a in arm]),
             hand_qadr=np.array([_adr(model, h, "qposadr") for h in hand]),
             belt_qadr=int(model.joint("belt").qposadr[0]),
             obj_qadr=_adr(model, [f"obj:{n}" for n in object_names], "qposadr"),
             obj_vadr=_adr(model, [f"obj:{n}" for n in object_names], "dofadr"),
-            cart_ctrl=np.array([[act(f"{s}_tcp_{a}") for a in CART_AXES] for s in ARM_SIDES]),
+            cart_ctrl=np.array([[act(f"{s}_tcp_{a}") for a in CART_AXES] for s in sides]),
             joint_ctrl=np.array([[act(f"{j}_pos") for j in a] for a in arm]),
             hand_ctrl=np.array([[act(f"{j}_act") for j in h] for h in hand]),
             belt_ctrl=act("belt"),
-            tcp_sites=np.array([model.site(f"{s}_tcp").id for s in ARM_SIDES]),
+            tcp_sites=np.array([model.site(t).id for t in embodiment.tcp_sites]),
             ref_pos=model.site_pos[ref_ids].copy(),
             ref_quat=model.site_quat[ref_ids].copy(),
         )
 
 
-def set_action_mode(model: mujoco.MjModel, mode: ActionMode) -> None:
-    """Enable the Cartesian or the joint-position arm actuators (not both)."""
-    if mode not in ("tcp", "joint"):
-        raise ValueError(f"action_mode must be 'tcp' or 'joint', got {mode!r}")
-    model.opt.disableactuator = 1 << (GROUP_JOINT if mode == "tcp" else GROUP_CARTESIAN)
-
-
 class Cell:
-    """Episode state and stepping for N worlds of one scene on one physics backend.
+    """Episode state and stepping for N worlds of one scene on one physics backend, in the
+    action mode the scene was built with.
 
     Episodes follow the scene's task: objects drawn from its ``spawn_pool``, the belt at
     its ``fixed_speed`` or at one drawn from ``speed_range`` (a condition is applied to the
     specs before the scene is built, ``r2s2r.spec.conditions``).
     """
 
-    def __init__(self, scene: Scene, physics: Physics, action_mode: ActionMode = "tcp") -> None:
+    def __init__(self, scene: Scene, physics: Physics) -> None:
         self.scene, self.physics = scene, physics
-        self.action_mode = action_mode
+        self.action_mode = scene.action_mode
+        self.embodiment = emb = scene.embodiment
         task, world = scene.task, scene.world
         model = scene.model
         self.n = physics.num_worlds
         self._all_worlds = np.arange(self.n)
         self.objects = task.all_objects
-        self.idx = CellIndex.build(model, len(self.objects), [o.name for o in self.objects])
+        self.idx = CellIndex.build(model, emb, [o.name for o in self.objects])
         self._ref_mat = quat_to_mat(self.idx.ref_quat)
         self._ref_conj = quat_conj(self.idx.ref_quat)
         self.dt = 1.0 / task.control_hz
+        self._action_dim = emb.action_dim(self.action_mode)
+        self._arm_lo, self._arm_hi = emb.arm_limits[:, 0], emb.arm_limits[:, 1]
+        self._hand_lo, self._hand_hi = emb.hand_limits[:, 0], emb.hand_limits[:, 1]
         # The most an arm joint target may move in one control step (joint action mode).
-        self._arm_step = robots.RIZON4S_VEL_LIMITS * self.dt
+        self._arm_step = emb.arm_velocity_limits * self.dt
         self.nsub = max(1, round(self.dt / model.opt.timestep))
         self.max_steps = int(round(task.episode_s * task.control_hz))
         self.motion = MotionGenerator(world.controller, self.n, self.dt)
@@ -234,14 +228,15 @@ class Cell:
 
     # ----------------------------------------------------------------- stepping
     def step(self, action: np.ndarray) -> None:
-        """Apply one control-rate action (N, 54) to every world and advance the physics."""
+        """Apply one control-rate action (N, action_dim) to every world and advance the
+        physics."""
         a = np.ascontiguousarray(action, dtype=np.float64)
-        if a.size != self.n * 2 * ACTION_PER_ARM:
+        if a.size != self.n * self._action_dim:
             raise ValueError(
-                f"action: expected {2 * ACTION_PER_ARM} numbers per world ({self.n} worlds), "
+                f"action: expected {self._action_dim} numbers per world ({self.n} worlds), "
                 f"got an array of shape {a.shape}"
             )
-        a = a.reshape(self.n, 2 * ACTION_PER_ARM)
+        a = a.reshape(self.n, self._action_dim)
         if not np.isfinite(a).all():
             raise ValueError("action: contains NaN or infinite values")
         idx = self.idx
@@ -256,8 +251,8 @@ class Cell:
                 m.vel,
                 m.limits,
                 self.dt,
-                _HAND_LO,
-                _HAND_HI,
+                self._hand_lo,
+                self._hand_hi,
                 idx.cart_ctrl,
                 idx.hand_ctrl,
                 self.ctrl,
@@ -269,11 +264,11 @@ class Cell:
         else:
             kernels.joint_action_to_ctrl(
                 a,
-                _ARM_LO,
-                _ARM_HI,
+                self._arm_lo,
+                self._arm_hi,
                 self._arm_step,
-                _HAND_LO,
-                _HAND_HI,
+                self._hand_lo,
+                self._hand_hi,
                 idx.joint_ctrl,
                 idx.hand_ctrl,
                 self.ctrl,
@@ -419,6 +414,21 @@ class Cell:
     @property
     def success(self) -> np.ndarray:
         return (self.status == SORTED).all(axis=1) & ~self.unstable
+
+    def common_info(self) -> dict[str, np.ndarray]:
+        """What every env reports in ``info``, per world: ``success``, ``unstable`` (the
+        physics diverged), ``time`` (s), ``belt_speed`` (m/s) and the chosen objects' states
+        ``object_pos`` (N, S, 3), ``object_quat`` (N, S, 4) and ``object_lin_vel`` (N, S, 3)."""
+        pos, quat, vel = self.object_states()
+        return {
+            "success": self.success,
+            "unstable": self.unstable.copy(),
+            "time": self.time.astype(np.float64),
+            "belt_speed": self.belt_speed.copy(),
+            "object_pos": pos,
+            "object_quat": quat,
+            "object_lin_vel": vel,
+        }
 
     def instruction(self, w: int) -> str:
         task = self.scene.task

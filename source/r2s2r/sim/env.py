@@ -2,27 +2,18 @@
 
 from __future__ import annotations
 
-import string
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import mujoco
 import numpy as np
-from gymnasium import spaces
 
 from r2s2r.geometry.rotations import mat_to_quat
-from r2s2r.sim import robots
 from r2s2r.sim.appearance import Appearance
-from r2s2r.sim.cell import (
-    ACTION_PER_ARM,
-    ARM_DOF,
-    HAND_DOF,
-    STATUS_NAMES,
-    ActionMode,
-    Cell,
-    set_action_mode,
-)
+from r2s2r.sim.cell import STATUS_NAMES, Cell
+from r2s2r.sim.contract import Contract
+from r2s2r.sim.embodiment import ActionMode, Embodiment
 from r2s2r.sim.physics import PhysicsName, make_physics
 from r2s2r.sim.render import SceneRenderer
 from r2s2r.sim.scene import build_scene
@@ -31,47 +22,20 @@ from r2s2r.spec.conditions import apply_condition
 from r2s2r.spec.world import CAMERA_NAMES
 from r2s2r.spec.worlds import load_task, load_world
 
-# Embodiment ids shared with the policy's per-embodiment projectors.
-EMBODIMENT_IDS = {"rizon4s_wuji2_bimanual": 0}
-
-
-def observation_space(size: tuple[int, int], depth: bool, images: bool) -> spaces.Dict:
-    w, h = size
-    obs: dict[str, spaces.Space[Any]] = {
-        "tcp_pose": spaces.Box(-np.inf, np.inf, (2, 7), np.float64),
-        "arm_joints": spaces.Box(-np.inf, np.inf, (2, ARM_DOF), np.float64),
-        "hand_joints": spaces.Box(-np.inf, np.inf, (2, HAND_DOF), np.float64),
-        "instruction": spaces.Text(max_length=256, charset=string.printable),
-        "embodiment_id": spaces.Discrete(len(EMBODIMENT_IDS)),
-    }
-    if images:
-        obs["images"] = spaces.Dict(
-            {c: spaces.Box(0, 255, (h, w, 3), np.uint8) for c in CAMERA_NAMES}
-        )
-    if depth:
-        obs["head_depth"] = spaces.Box(0.0, np.inf, (h, w), np.float32)
-    return spaces.Dict(obs)
-
-
-def action_space(mode: ActionMode) -> spaces.Box:
-    """Per arm: TCP pos (3) + quat wxyz (4) + 20 hand joints, or 7 arm + 20 hand joints."""
-    hand_lo = robots.WUJI_HAND_JOINT_RANGES[:, 0]
-    hand_hi = robots.WUJI_HAND_JOINT_RANGES[:, 1]
-    if mode == "tcp":
-        lo = np.concatenate([[-2.0] * 3, [-1.0] * 4, hand_lo])
-        hi = np.concatenate([[2.0] * 3, [1.0] * 4, hand_hi])
-    else:
-        lo = np.concatenate([robots.RIZON4S_JOINT_RANGES[:, 0], hand_lo])
-        hi = np.concatenate([robots.RIZON4S_JOINT_RANGES[:, 1], hand_hi])
-    return spaces.Box(np.tile(lo, 2), np.tile(hi, 2), (2 * ACTION_PER_ARM,), np.float64)
-
 
 class PickSortEnv(gym.Env[dict[str, Any], np.ndarray]):
     """Bimanual dexterous pick-and-sort from a moving belt.
 
-    Actions (50 Hz), per arm [left, right]: a TCP pose target in the cell frame (x, y, z,
-    qw, qx, qy, qz) and 20 hand-joint targets, or with ``action_mode="joint"`` 7 arm-joint
-    targets and 20 hand-joint targets.
+    Observations and actions follow the env's ``contract`` (``r2s2r.sim.contract``). Actions
+    (50 Hz), per arm [left, right]: a TCP pose target in the cell frame (x, y, z, qw, qx, qy,
+    qz) and the hand-joint targets, or with ``action_mode="joint"`` the arm-joint targets and
+    the hand-joint targets. With ``env_state`` the observation carries the presented object's
+    pose (``environment_state``).
+
+    ``info`` holds the cell's common keys (``Cell.common_info``: success, unstable, time,
+    belt_speed, object_pos/quat/lin_vel) as Python scalars and the arrays of the one world,
+    plus what this env adds: ``object_names``, ``assigned_bins``, ``condition``,
+    ``object_spawned`` and ``object_status`` (status names).
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 50}
@@ -87,22 +51,29 @@ class PickSortEnv(gym.Env[dict[str, Any], np.ndarray]):
         depth: bool = False,
         randomize_appearance: bool = False,
         render_mode: str | None = None,
+        env_state: bool = False,
     ) -> None:
         # The specs as the condition (a name in ``r2s2r.spec.conditions.CONDITIONS``) has them.
         self.task_spec, self.world_spec = apply_condition(
             condition, load_task(task), load_world(world)
         )
         self.condition = condition
-        self.scene = build_scene(self.task_spec, self.world_spec)
-        set_action_mode(self.scene.model, action_mode)
+        self.scene = build_scene(self.task_spec, self.world_spec, action_mode=action_mode)
         self.physics = make_physics(physics, self.scene.model, 1)
-        self.cell = Cell(self.scene, self.physics, action_mode)
-        self.images, self.depth = images, depth
+        self.cell = Cell(self.scene, self.physics)
+        self.contract = Contract.of(self.scene.embodiment, action_mode)
+        self.images, self.depth, self.env_state = images, depth, env_state
         self.render_mode = render_mode
         self.appearance = Appearance(self.scene, randomize_appearance)
         self._renderer: SceneRenderer | None = None
-        self.observation_space = observation_space(self.world_spec.render.obs_size, depth, images)
-        self.action_space = action_space(action_mode)
+        self.observation_space = self.contract.observation_space(
+            self.world_spec.render.obs_size, images, depth, env_state
+        )
+        self.action_space = self.contract.action_space()
+
+    @property
+    def embodiment(self) -> Embodiment:
+        return self.scene.embodiment
 
     @property
     def model(self) -> mujoco.MjModel:
@@ -137,7 +108,6 @@ class PickSortEnv(gym.Env[dict[str, Any], np.ndarray]):
         self._static_info = {
             "object_names": [cell.objects[i].name for i in chosen],
             "assigned_bins": [cell.bin_names[cell.assigned_bin[i]] for i in chosen],
-            "belt_speed": float(cell.belt_speed[0]),
             "condition": self.condition,
         }
         return self._obs(), self._info()
@@ -160,37 +130,45 @@ class PickSortEnv(gym.Env[dict[str, Any], np.ndarray]):
         return self._renderer
 
     def _obs(self) -> dict[str, Any]:
+        cell = self.cell
         qpos = self.physics.state()[0][0]
-        pos, mat = self.physics.site_poses(self.cell.idx.tcp_sites)
-        obs: dict[str, Any] = {
-            "tcp_pose": np.concatenate([pos[0], mat_to_quat(mat[0])], axis=-1),
-            "arm_joints": qpos.take(self.cell.idx.arm_qadr),
-            "hand_joints": qpos.take(self.cell.idx.hand_qadr),
-            "instruction": self._instruction,
-            "embodiment_id": EMBODIMENT_IDS["rizon4s_wuji2_bimanual"],
-        }
+        pos, mat = self.physics.site_poses(cell.idx.tcp_sites)
+        images = depth = env_state = None
         if self.images or self.depth:
             data = self.physics.mjdata(0)
             if self.images:
-                obs["images"] = self.renderer().render(data)
+                images = self.renderer().render(data)
             if self.depth:
-                obs["head_depth"] = self.renderer().render_depth(data)
-        return obs
+                depth = self.renderer().render_depth(data)
+        if self.env_state:
+            obj_pos, obj_quat, _ = cell.object_states()
+            env_state = np.concatenate([obj_pos[0, 0], obj_quat[0, 0]])
+        return self.contract.observation(
+            np.concatenate([pos[0], mat_to_quat(mat[0])], axis=-1),
+            qpos.take(cell.idx.arm_qadr),
+            qpos.take(cell.idx.hand_qadr),
+            self._instruction,
+            images,
+            depth,
+            env_state,
+        )
 
     def _info(self) -> dict[str, Any]:
-        """Object states of the episode's objects (one row per spawn slot), bins and success."""
+        """The cell's common info of the one world (objects: one row per spawn slot), and
+        the objects' names, bins, spawn flags and status names."""
         cell = self.cell
-        pos, quat, vel = cell.object_states()
+        common = cell.common_info()
         return {
             **self._static_info,
-            "object_pos": pos[0],
-            "object_quat": quat[0],
-            "object_lin_vel": vel[0],
+            "object_pos": common["object_pos"][0],
+            "object_quat": common["object_quat"][0],
+            "object_lin_vel": common["object_lin_vel"][0],
             "object_spawned": cell.spawned[0].copy(),
             "object_status": [STATUS_NAMES[s] for s in cell.status[0]],
-            "success": bool(cell.success[0]),
-            "unstable": bool(cell.unstable[0]),
-            "time": float(cell.time[0]),
+            "success": bool(common["success"][0]),
+            "unstable": bool(common["unstable"][0]),
+            "time": float(common["time"][0]),
+            "belt_speed": float(common["belt_speed"][0]),
         }
 
     def render(self) -> np.ndarray | None:

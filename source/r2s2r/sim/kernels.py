@@ -3,6 +3,8 @@
 At 50 Hz the env's own work must stay small next to ten MuJoCo steps; on arrays this small
 numpy's per-call cost dominates, so the per-step arithmetic is compiled here instead. Each
 kernel loops over worlds, so the same code serves one CPU world and large MuJoCo Warp batches.
+The kernels take every size from their arrays (arms from the actuator index tables, joints
+from the limits), so they serve any embodiment.
 """
 
 from __future__ import annotations
@@ -12,8 +14,10 @@ import math
 import numpy as np
 from numba import njit
 
-ACTION_PER_ARM = 27  # tcp: pos 3 + quat 4 (w, x, y, z) + hand 20; joint: arm 7 + hand 20.
-HAND_DOF = 20
+from r2s2r.sim.embodiment import TCP_POSE_DIM
+
+# A TCP pose target: position 3 + quaternion 4 (w, x, y, z); the hand's targets follow it.
+_TCP = TCP_POSE_DIM
 
 
 @njit(cache=True, inline="always")
@@ -65,17 +69,20 @@ def tcp_action_to_ctrl(
     hand_idx: np.ndarray,
     ctrl: np.ndarray,
 ) -> int:
-    """TCP actions (N, 54) -> ctrl (N, nu): targets into each arm's reference frame, then the
-    motion generator (pose/vel updated in place), hand targets clipped to their ranges.
+    """TCP actions (N, S x (7 + H)) -> ctrl (N, nu): targets into each arm's reference frame,
+    then the motion generator (pose/vel updated in place), the H hand targets clipped to
+    their ranges (S arms: the rows of ``cart_idx``).
 
     Returns -1, or the index of the first world whose TCP quaternion has zero norm.
     """
     target = np.empty(6)
+    arms, hand_dof = cart_idx.shape[0], hand_lo.shape[0]
+    per_arm = _TCP + hand_dof
     for n in range(action.shape[0]):
-        for arm in range(2):
-            a = action[n, arm * ACTION_PER_ARM : (arm + 1) * ACTION_PER_ARM]
-            for j in range(HAND_DOF):
-                ctrl[n, hand_idx[arm, j]] = min(max(a[7 + j], hand_lo[j]), hand_hi[j])
+        for arm in range(arms):
+            a = action[n, arm * per_arm : (arm + 1) * per_arm]
+            for j in range(hand_dof):
+                ctrl[n, hand_idx[arm, j]] = min(max(a[_TCP + j], hand_lo[j]), hand_hi[j])
             # Position in the reference frame: R^T (p - o).
             p0, p1, p2 = a[0] - ref_pos[arm, 0], a[1] - ref_pos[arm, 1], a[2] - ref_pos[arm, 2]
             m = ref_mat[arm]
@@ -116,19 +123,22 @@ def joint_action_to_ctrl(
     hand_idx: np.ndarray,
     ctrl: np.ndarray,
 ) -> None:
-    """Joint actions (N, 54) -> ctrl: arm targets clipped to the joint range and moved at most
-    ``step_limit`` (velocity limit x period) from the previous command; hands clipped."""
+    """Joint actions (N, S x (J + H)) -> ctrl: the J arm targets clipped to the joint range and
+    moved at most ``step_limit`` (velocity limit x period) from the previous command; the H
+    hand targets clipped (S arms: the rows of ``joint_idx``)."""
+    arms, arm_dof, hand_dof = joint_idx.shape[0], lo.shape[0], hand_lo.shape[0]
+    per_arm = arm_dof + hand_dof
     for n in range(action.shape[0]):
-        for arm in range(2):
-            a = action[n, arm * ACTION_PER_ARM : (arm + 1) * ACTION_PER_ARM]
-            for j in range(7):
+        for arm in range(arms):
+            a = action[n, arm * per_arm : (arm + 1) * per_arm]
+            for j in range(arm_dof):
                 want = min(max(a[j], lo[j]), hi[j])
                 prev = ctrl[n, joint_idx[arm, j]]
                 ctrl[n, joint_idx[arm, j]] = prev + min(
                     max(want - prev, -step_limit[j]), step_limit[j]
                 )
-            for j in range(HAND_DOF):
-                ctrl[n, hand_idx[arm, j]] = min(max(a[7 + j], hand_lo[j]), hand_hi[j])
+            for j in range(hand_dof):
+                ctrl[n, hand_idx[arm, j]] = min(max(a[arm_dof + j], hand_lo[j]), hand_hi[j])
 
 
 # Object status codes.

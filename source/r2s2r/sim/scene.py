@@ -1,14 +1,18 @@
 """Build the pick-and-sort cell with ``mujoco.MjSpec`` from a TaskSpec and a WorldSpec.
 
 Actuator groups: 0 belt, 1 Cartesian (TCP) controller, 2 joint-position controller, 3 hands.
-Only one of groups 1 and 2 is enabled at a time (``MjOption.disableactuator``).
+Only one of groups 1 and 2 is enabled, by the action mode the scene is built with
+(``MjOption.disableactuator``). The compiled model names its embodiment (see
+``r2s2r.sim.embodiment``), which every scene carries.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 import mujoco
@@ -17,9 +21,20 @@ from scipy.spatial.transform import Rotation
 
 from r2s2r.sim import robots, vendor
 from r2s2r.sim.camera import MJ_FROM_CV
+from r2s2r.sim.embodiment import (
+    ACTION_MODES,
+    NAME_TEXT,
+    ActionMode,
+    Embodiment,
+    arm_prefix,
+    embodiment_name,
+    hand_prefix,
+    velocity_numeric,
+)
 from r2s2r.spec import TaskSpec, WorldSpec
 from r2s2r.spec.task import ObjectSpec
 from r2s2r.spec.world import ARM_SIDES
+from r2s2r.spec.worlds import load_task, load_world
 
 GROUP_BELT, GROUP_CARTESIAN, GROUP_JOINT, GROUP_HAND = 0, 1, 2, 3
 CART_AXES = ("x", "y", "z", "rx", "ry", "rz")
@@ -46,11 +61,14 @@ NEAR_CLIP_M = 0.005
 
 @dataclass(frozen=True)
 class Scene:
-    """A compiled cell and the specs it was built from."""
+    """A compiled cell, the specs it was built from, its robot and its action mode."""
 
     model: mujoco.MjModel
     task: TaskSpec
     world: WorldSpec
+    embodiment: Embodiment
+    # Which arm controller the model enables: the Cartesian one (tcp) or joint positions.
+    action_mode: ActionMode
 
     def name2id(self, kind: mujoco.mjtObj, name: str) -> int:
         i = mujoco.mj_name2id(self.model, kind, name)
@@ -92,30 +110,51 @@ def build_spec(task: TaskSpec, world: WorldSpec) -> mujoco.MjSpec:
     _visual(spec, world)
     _static_cell(spec, task, world)
     _belt(spec, task, world)
-    for side in ARM_SIDES:
-        add_arm_and_hand(spec, world, side)
+    # Both sides are built from the same assets, so they carry the same robot.
+    arm, hand = [add_arm_and_hand(spec, world, side) for side in ARM_SIDES][0]
+    spec.add_text(name=NAME_TEXT, data=embodiment_name(arm.robot, hand.robot, len(ARM_SIDES)))
     _cameras(spec, world)
     for i, obj in enumerate(task.all_objects):
         _object(spec, obj, i)
     return spec
 
 
+def disabled_groups(action_mode: ActionMode) -> int:
+    """``MjOption.disableactuator`` for ``action_mode``: the other arm controller off."""
+    if action_mode not in ACTION_MODES:
+        raise ValueError(f"action_mode must be one of {ACTION_MODES}, got {action_mode!r}")
+    return 1 << (GROUP_JOINT if action_mode == "tcp" else GROUP_CARTESIAN)
+
+
 def build_scene(
-    task: TaskSpec, world: WorldSpec, extras: Callable[[mujoco.MjSpec], None] | None = None
+    task: TaskSpec,
+    world: WorldSpec,
+    extras: Callable[[mujoco.MjSpec], None] | None = None,
+    action_mode: ActionMode = "tcp",
 ) -> Scene:
-    """Compile the cell; ``extras`` may add to the spec first (the twin's calibration board)."""
+    """Compile the cell with the arm controller of ``action_mode`` enabled; ``extras`` may
+    add to the spec first (the twin's calibration board)."""
+    disabled = disabled_groups(action_mode)
     spec = build_spec(task, world)
     if extras is not None:
         extras(spec)
     model = spec.compile()
-    model.opt.disableactuator = 1 << GROUP_JOINT
+    model.opt.disableactuator = disabled
     # MuJoCo's near clipping plane is relative to the model's extent (metres across the whole
     # floor); a wrist camera must see its own palm a few centimetres away.
     model.vis.map.znear = NEAR_CLIP_M / model.stat.extent
     # Viewers' free cameras look at the cell, not at the centre of everything (which the
     # unused objects parked far away would pull aside).
     model.stat.center[:] = [0.0, -0.25, world.layout.table_height]
-    return Scene(model=model, task=task, world=world)
+    embodiment = Embodiment.of(model)
+    return Scene(model, task, world, embodiment, action_mode)
+
+
+@functools.cache
+@cache
+def nominal_embodiment() -> Embodiment:
+    """The embodiment of the nominal cell: the robot models r2s2r authors (built once)."""
+    return build_scene(load_task("pick_sort"), load_world("nominal")).embodiment
 
 
 def export_mjcf(task: TaskSpec, world: WorldSpec, path: str | Path) -> Path:
@@ -276,13 +315,22 @@ def _belt(spec: mujoco.MjSpec, task: TaskSpec, world: WorldSpec) -> None:
     act.ctrllimited = mujoco.mjtLimited.mjLIMITED_TRUE
 
 
-def add_arm_and_hand(spec: mujoco.MjSpec, world: WorldSpec, side: str) -> None:
+def add_arm_and_hand(
+    spec: mujoco.MjSpec, world: WorldSpec, side: str
+) -> tuple[robots.ArmNames, robots.HandNames]:
+    """Add arm ``side`` with its hand, its controllers and its published velocity limits
+    (a custom numeric, ``velocity_numeric(side)``); returns their names."""
     base = world.layout.robots[side]  # type: ignore[index]
     ctl = world.controller
     assets = world.assets
     if assets.arm_mjcf:
         arm = vendor.attach_vendor_arm(
-            spec.worldbody, f"{side}_", assets.arm_mjcf, base.pos, base.quat
+            spec.worldbody,
+            arm_prefix(side),
+            assets.arm_mjcf,
+            base.pos,
+            base.quat,
+            velocity_limits=assets.arm_velocity_limits,
         )
         for name in arm.joints:
             spec.joint(name).armature = ctl.joint_armature
@@ -290,7 +338,7 @@ def add_arm_and_hand(spec: mujoco.MjSpec, world: WorldSpec, side: str) -> None:
     else:
         arm = robots.add_rizon4s(
             spec.worldbody,
-            f"{side}_",
+            arm_prefix(side),
             base.pos,
             base.quat,
             armature=ctl.joint_armature,
@@ -300,11 +348,12 @@ def add_arm_and_hand(spec: mujoco.MjSpec, world: WorldSpec, side: str) -> None:
         j = spec.joint(name)
         j.stiffness = [ctl.null_stiffness, 0.0, 0.0]
         j.springref = q0
+    spec.add_numeric(name=velocity_numeric(side), data=list(arm.velocity_limits))
     flange = spec.body(arm.flange)
     if assets.hand_mjcf:
-        hand = vendor.attach_vendor_hand(flange, f"{side}_hand_", assets.hand_mjcf)
+        hand = vendor.attach_vendor_hand(flange, hand_prefix(side), assets.hand_mjcf)
     else:
-        hand = robots.add_wuji_hand(flange, f"{side}_hand_", side=side)
+        hand = robots.add_wuji_hand(flange, hand_prefix(side), side=side)
     h = world.hand
     robots.add_hand_actuators(
         spec,
@@ -350,6 +399,7 @@ def add_arm_and_hand(spec: mujoco.MjSpec, world: WorldSpec, side: str) -> None:
         act.set_to_position(kp=ctl.joint_kp, kv=ctl.joint_kv)
         act.ctrlrange = [lo, hi]
         act.ctrllimited = mujoco.mjtLimited.mjLIMITED_TRUE
+    return arm, hand
 
 
 def _vec(values: tuple[float, ...]) -> float | list[float]:

@@ -15,15 +15,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from r2s2r.sim.cell import ACTION_PER_ARM, HAND_DOF
 from r2s2r.sim.env import PickSortEnv
 from r2s2r.sim.scene import PALM_DOWN
 
 PALM_DOWN_QUAT = PALM_DOWN.as_quat(scalar_first=True)
-# Hand postures (20 joints, thumb first).
-OPEN_HAND = np.zeros(HAND_DOF)
+# Hand postures of the Wuji hand (20 joints, thumb first).
 PRESHAPE = np.array([0.6, 0.1, 0.1, 0.1] + [0.0, 0.2, 0.1, 0.1] * 4)
 POWER_GRASP = np.array([1.3, 0.7, 0.6, 0.5] + [0.0, 1.4, 1.2, 0.9] * 4)
+OPEN_HAND = np.zeros(len(POWER_GRASP))
 
 
 @dataclass
@@ -101,11 +100,12 @@ class ScriptedPicker:
                 target[:3] = above_bin
                 if s.phase == "carry" and s.phase_t > 1.5:
                     self._next("release")
-        action = np.concatenate([np.concatenate([pose, OPEN_HAND]) for pose in self.home])
-        action = action.reshape(2, ACTION_PER_ARM)
-        action[s.arm, :7] = target
-        action[s.arm, 7:] = hand
-        return action.reshape(-1)
+        contract = self.env.contract
+        arm = self.home.copy()
+        hands = np.tile(OPEN_HAND, (len(arm), 1))
+        arm[s.arm] = target
+        hands[s.arm] = hand
+        return contract.join_action(arm, hands)
 
     @property
     def phase(self) -> str:

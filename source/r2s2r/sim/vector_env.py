@@ -13,22 +13,15 @@ from gymnasium.vector.utils import batch_space
 
 from r2s2r.geometry.rotations import mat_to_quat
 from r2s2r.sim.appearance import Appearance
-from r2s2r.sim.cell import (
-    ACTION_PER_ARM,
-    ARM_DOF,
-    HAND_DOF,
-    ActionMode,
-    Cell,
-    set_action_mode,
-)
-from r2s2r.sim.env import EMBODIMENT_IDS, action_space, observation_space
+from r2s2r.sim.cell import Cell
+from r2s2r.sim.contract import Contract
+from r2s2r.sim.embodiment import ActionMode, Embodiment
 from r2s2r.sim.render import SceneRenderer, plan_cameras
 from r2s2r.sim.scene import build_scene
 from r2s2r.sim.warp_physics import WarpPhysics
 from r2s2r.sim.warp_render import WarpSceneRenderer
 from r2s2r.spec import TaskSpec, WorldSpec
 from r2s2r.spec.conditions import apply_condition
-from r2s2r.spec.world import CAMERA_NAMES
 from r2s2r.spec.worlds import load_task, load_world
 
 
@@ -36,8 +29,13 @@ class PickSortVectorEnv(gym.vector.VectorEnv[dict[str, Any], np.ndarray, np.ndar
     """``num_envs`` pick-and-sort cells on the batched MuJoCo Warp backend.
 
     Observations, actions and rewards are those of ``PickSortEnv`` with a leading world
-    dimension (the instruction is a tuple of strings). Worlds that ended at one step are reset
-    at the next one, whose action they ignore (gymnasium's ``AutoresetMode.NEXT_STEP``).
+    dimension, built by the same ``contract`` (the instruction is a tuple of strings; no depth
+    view). Worlds that ended at one step are reset at the next one, whose action they ignore
+    (gymnasium's ``AutoresetMode.NEXT_STEP``).
+
+    ``info`` holds the cell's common keys (``Cell.common_info``) as arrays with a leading world
+    dimension, plus what this env adds: ``status`` (codes, see ``cell.STATUS_NAMES``),
+    ``spawned`` and ``object_index`` (into ``task.all_objects``), each (N, S).
 
     Seeding: ``reset(seed=s)`` gives world ``i`` the generator ``np.random.default_rng(s + i)``
     (a list of seeds gives world ``i`` ``default_rng(seed[i])``); each world keeps drawing its
@@ -62,6 +60,7 @@ class PickSortVectorEnv(gym.vector.VectorEnv[dict[str, Any], np.ndarray, np.ndar
         device: str | None = None,
         randomize_appearance: bool = False,
         renderer: Literal["mujoco", "mujoco_warp"] = "mujoco",
+        env_state: bool = False,
     ) -> None:
         if renderer not in ("mujoco", "mujoco_warp"):
             raise ValueError(f"renderer must be 'mujoco' or 'mujoco_warp', got {renderer!r}")
@@ -70,12 +69,12 @@ class PickSortVectorEnv(gym.vector.VectorEnv[dict[str, Any], np.ndarray, np.ndar
             condition, load_task(task), load_world(world)
         )
         self.condition = condition
-        self.scene = build_scene(self.task_spec, self.world_spec)
-        set_action_mode(self.scene.model, action_mode)
+        self.scene = build_scene(self.task_spec, self.world_spec, action_mode=action_mode)
         self.physics = WarpPhysics(self.scene.model, num_envs, device=device)
-        self.cell = Cell(self.scene, self.physics, action_mode)
+        self.cell = Cell(self.scene, self.physics)
+        self.contract = Contract.of(self.scene.embodiment, action_mode)
         self.appearance = Appearance(self.scene, randomize_appearance, num_envs)
-        self.images = images
+        self.images, self.env_state = images, env_state
         self.renderer_backend = renderer
         self._renderer: SceneRenderer | None = None
         self._warp_renderer: WarpSceneRenderer | None = None
@@ -84,14 +83,18 @@ class PickSortVectorEnv(gym.vector.VectorEnv[dict[str, Any], np.ndarray, np.ndar
         if images and renderer == "mujoco_warp":
             # Fail at construction rather than at the first reset (e.g. on motion blur).
             self.warp_renderer()
-        self.single_observation_space = observation_space(
-            self.world_spec.render.obs_size, False, images
+        self.single_observation_space = self.contract.observation_space(
+            self.world_spec.render.obs_size, images, environment_state=env_state
         )
-        self.single_action_space = action_space(action_mode)
+        self.single_action_space = self.contract.action_space()
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
         self._rngs = [np.random.default_rng() for _ in range(num_envs)]
         self._autoreset = np.zeros(num_envs, dtype=bool)
+
+    @property
+    def embodiment(self) -> Embodiment:
+        return self.scene.embodiment
 
     def reset(
         self,
@@ -121,7 +124,8 @@ class PickSortVectorEnv(gym.vector.VectorEnv[dict[str, Any], np.ndarray, np.ndar
     def step(
         self, actions: np.ndarray
     ) -> tuple[dict[str, Any], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        """Step every world with ``actions`` (N, 54); worlds done last step are reset instead."""
+        """Step every world with ``actions`` (N, action_dim); worlds done last step are reset
+        instead."""
         actions = np.asarray(actions, dtype=np.float64)
         if actions.shape != self.action_space.shape:
             raise ValueError(
@@ -151,15 +155,13 @@ class PickSortVectorEnv(gym.vector.VectorEnv[dict[str, Any], np.ndarray, np.ndar
         """Actions that hold ``worlds`` at their current pose (they are reset right after)."""
         idx = self.cell.idx
         qpos, _ = self.physics.state()
-        hold = np.zeros((len(worlds), 2, ACTION_PER_ARM))
-        hold[..., -HAND_DOF:] = qpos[worlds][:, idx.hand_qadr]
+        hand = qpos[worlds][:, idx.hand_qadr]
         if self.cell.action_mode == "tcp":
             pos, mat = self.physics.site_poses(idx.tcp_sites)
-            hold[..., :3] = pos[worlds]
-            hold[..., 3:7] = mat_to_quat(mat[worlds])
+            arm = np.concatenate([pos[worlds], mat_to_quat(mat[worlds])], axis=-1)
         else:
-            hold[..., :ARM_DOF] = qpos[worlds][:, idx.arm_qadr]
-        return hold.reshape(len(worlds), -1)
+            arm = qpos[worlds][:, idx.arm_qadr]
+        return self.contract.join_action(arm, hand)
 
     # ----------------------------------------------------------------- observations
     def renderer(self) -> SceneRenderer:
@@ -182,41 +184,38 @@ class PickSortVectorEnv(gym.vector.VectorEnv[dict[str, Any], np.ndarray, np.ndar
                 warp.set_appearance(self.appearance)
                 self._appearance_dirty = False
             return warp.render()
-        views: dict[str, list[np.ndarray]] = {c: [] for c in CAMERA_NAMES}
+        views: dict[str, list[np.ndarray]] = {c: [] for c in self.contract.cameras}
         for w in range(self.num_envs):
             self.appearance.apply(self.scene.model, w)
             rendered = self.renderer().render(self.physics.mjdata(w))
-            for c in CAMERA_NAMES:
+            for c in self.contract.cameras:
                 views[c].append(rendered[c])
         return {c: np.stack(v) for c, v in views.items()}
 
     def _obs(self) -> dict[str, Any]:
+        cell = self.cell
         qpos, _ = self.physics.state()
-        pos, mat = self.physics.site_poses(self.cell.idx.tcp_sites)
-        idx = self.cell.idx
-        obs: dict[str, Any] = {
-            "tcp_pose": np.concatenate([pos, mat_to_quat(mat)], axis=-1),
-            "arm_joints": qpos[:, idx.arm_qadr],
-            "hand_joints": qpos[:, idx.hand_qadr],
-            "instruction": tuple(self.cell.instruction(w) for w in range(self.num_envs)),
-            "embodiment_id": np.full(self.num_envs, EMBODIMENT_IDS["rizon4s_wuji2_bimanual"]),
-        }
-        if self.images:
-            obs["images"] = self._images()
-        return obs
+        pos, mat = self.physics.site_poses(cell.idx.tcp_sites)
+        env_state = None
+        if self.env_state:
+            obj_pos, obj_quat, _ = cell.object_states()
+            env_state = np.concatenate([obj_pos[:, 0], obj_quat[:, 0]], axis=-1)
+        return self.contract.observation(
+            np.concatenate([pos, mat_to_quat(mat)], axis=-1),
+            qpos[:, cell.idx.arm_qadr],
+            qpos[:, cell.idx.hand_qadr],
+            tuple(cell.instruction(w) for w in range(self.num_envs)),
+            self._images() if self.images else None,
+            environment_state=env_state,
+        )
 
     def _info(self) -> dict[str, Any]:
         cell = self.cell
-        pos, _, _ = cell.object_states()
         return {
-            "success": cell.success.copy(),
-            "unstable": cell.unstable.copy(),  # the physics diverged (truncates the episode)
-            "time": cell.time.astype(np.float64),
-            "belt_speed": cell.belt_speed.copy(),
+            **cell.common_info(),
             "status": cell.status.copy(),  # (N, S) codes, see cell.STATUS_NAMES
             "spawned": cell.spawned.copy(),
             "object_index": cell.chosen.copy(),  # (N, S) index into task.all_objects
-            "object_pos": pos,
         }
 
     def close_extras(self, **kwargs: Any) -> None:

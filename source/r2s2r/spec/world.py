@@ -175,6 +175,9 @@ class AssetsSpec(Spec):
 
     arm_mjcf: str | None = None
     hand_mjcf: str | None = None
+    # Joint velocity limits (rad/s, base to wrist) of the vendor arm, which MJCF cannot hold;
+    # needed where the file has no <velocity> actuators to read them from.
+    arm_velocity_limits: tuple[Pos, ...] | None = None
 
 
 class RenderSpec(Spec):

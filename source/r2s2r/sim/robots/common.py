@@ -14,19 +14,25 @@ Quat = Sequence[float]
 
 @dataclass(frozen=True)
 class ArmNames:
-    """Names of the elements created by :func:`add_rizon4s`."""
+    """Names of the elements created by :func:`add_rizon4s`, and what the MJCF cannot hold."""
 
+    # The robot this is a model of (part of the embodiment's name).
+    robot: str
     base: str
     joints: tuple[str, ...]
     flange: str
     flange_site: str
     tcp_site: str
+    # Joint velocity limits (rad/s), base to wrist: MJCF has no field for them.
+    velocity_limits: tuple[float, ...]
 
 
 @dataclass(frozen=True)
 class HandNames:
     """Names of the elements created by :func:`add_wuji_hand`."""
 
+    # The robot this is a model of (part of the embodiment's name).
+    robot: str
     joints: tuple[str, ...]
     tip_sites: tuple[str, ...]
     palm_site: str

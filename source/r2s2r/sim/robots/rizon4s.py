@@ -17,6 +17,7 @@ from r2s2r.sim.robots.common import (
     set_inertial,
 )
 
+RIZON4S_NAME = "rizon4s"
 # Joint origins (parent -> child translation in metres, roll-pitch-yaw in radians) for j1..j7
 # followed by the fixed flange. Every joint frame coincides with its child body frame.
 RIZON4S_JOINT_ORIGINS: list[tuple[tuple[float, float, float], tuple[float, float, float]]] = [
@@ -161,9 +162,11 @@ def add_rizon4s(
     flange.add_site(name=f"{prefix}flange_site", size=[0.005, 0.0, 0.0])
     flange.add_site(name=f"{prefix}tcp", pos=[0.0, 0.0, tcp_offset], size=[0.008, 0.0, 0.0])
     return ArmNames(
+        robot=RIZON4S_NAME,
         base=f"{prefix}base",
         joints=tuple(joints),
         flange=f"{prefix}flange",
         flange_site=f"{prefix}flange_site",
         tcp_site=f"{prefix}tcp",
+        velocity_limits=tuple(float(v) for v in RIZON4S_VEL_LIMITS),
     )

@@ -16,6 +16,7 @@ from r2s2r.sim.robots.common import (
     set_inertial,
 )
 
+WUJI_HAND_NAME = "wuji2"
 # Wuji hand joint limits per finger (j1 abduction, j2 MCP, j3 PIP, j4 DIP), radians.
 WUJI_THUMB_RANGES: np.ndarray = np.array([[0.0, 1.6], [0.0, 1.6], [0.0, 1.6], [0.0, 1.4]])
 WUJI_FINGER_RANGES: np.ndarray = np.array([[-0.37, 0.37], [0.0, 1.6], [0.0, 1.6], [0.0, 1.4]])
@@ -181,7 +182,11 @@ def add_wuji_hand(
             size=[0.004, 0.0, 0.0],
         )
     return HandNames(
-        joints=tuple(joints), tip_sites=tuple(tips), palm_site=f"{prefix}palm", bodies=tuple(bodies)
+        robot=WUJI_HAND_NAME,
+        joints=tuple(joints),
+        tip_sites=tuple(tips),
+        palm_site=f"{prefix}palm",
+        bodies=tuple(bodies),
     )
 
 
