@@ -158,7 +158,9 @@ def test_an_arm_collision_fails_an_attempt_even_if_the_object_is_sorted(
     def faulty(action: np.ndarray):  # type: ignore[no-untyped-def]
         calls.append(1)
         if len(calls) == len(actions) // 2:
-            env.physics.mjdata(0).qpos[shoulder] = -1.2
+            qpos, qvel = (a[0].copy() for a in env.physics.state())
+            qpos[shoulder] = -1.2
+            env.physics.set_state(0, qpos, qvel)
         return step(action)
 
     env.step = faulty  # type: ignore[method-assign]
@@ -470,7 +472,9 @@ def test_diverged_physics_ends_the_attempt_as_unstable(task: TaskSpec) -> None:
     def faulty(action: np.ndarray):  # type: ignore[no-untyped-def]
         calls.append(1)
         if len(calls) == 10:
-            env.physics.mjdata(0).qvel[-6:] = np.nan
+            qpos, qvel = (a[0].copy() for a in env.physics.state())
+            qvel[-6:] = np.nan
+            env.physics.set_state(0, qpos, qvel)
         return step(action)
 
     env.step = faulty  # type: ignore[method-assign]

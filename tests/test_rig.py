@@ -250,7 +250,8 @@ def test_twin_whose_physics_diverges_ends_the_episode_unjudged() -> None:
     twin.present("green_can")
     twin.step(5)
     assert twin.episode_outcome() == ("pending", False, False)
-    twin._physics.data.qvel[:] = np.nan
+    qpos, qvel = twin._physics.state()
+    twin._physics.set_state(0, qpos[0].copy(), np.full_like(qvel[0], np.nan))
     twin.step()
     assert twin.episode_outcome() == ("unstable", False, True)
     twin.present("green_can")

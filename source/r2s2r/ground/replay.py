@@ -118,17 +118,19 @@ def replay_in_sim(
     """The replay's commands run in ``world``'s simulated cell from an episode start: TCP
     poses (T, 2, 7) and head views (the camera's own resolution) at the frame periods."""
     from r2s2r.geometry.rotations import mat_to_quat
-    from r2s2r.sim.physics import MujocoPhysics
+    from r2s2r.sim.physics import make_physics
     from r2s2r.sim.render import SceneRenderer
     from r2s2r.sim.scene import build_scene
 
     scene = build_scene(task, world)
     set_action_mode(scene.model, "tcp")
-    physics = MujocoPhysics(scene.model)
+    physics = make_physics("mujoco", scene.model)
     cell = Cell(scene, physics)
     cell.reset(np.array([0]), [np.random.default_rng(0)])
     cell.set_belt_speed(np.array([0]), 0.0)
-    renderer = SceneRenderer(scene.model, world, native=True)
+    # The head view before exposure (which the comparison normalises away), so MuJoCo's own
+    # renderer: its raw render and remap.
+    renderer = SceneRenderer(physics, world, native=True)
     plan = next(p for p in renderer.plans if p.name == "head")
     wanted = set(replay.frame_periods)
     tcp, views = [], []

@@ -23,8 +23,8 @@ from r2s2r.rig.interfaces import ArmState, Frame, HandState
 from r2s2r.rig.truth import CameraEffects, true_camera_effects, true_world
 from r2s2r.sim.camera import Intrinsics
 from r2s2r.sim.cell import ACTION_PER_ARM, STATUS_NAMES, Cell, set_action_mode
-from r2s2r.sim.physics import MujocoPhysics
-from r2s2r.sim.render import SceneRenderer
+from r2s2r.sim.physics import make_physics
+from r2s2r.sim.render import Renderer, make_renderer
 from r2s2r.sim.scene import build_scene
 from r2s2r.spec import TaskSpec, WorldSpec
 from r2s2r.spec.world import ARM_SIDES, CAMERA_NAMES
@@ -141,7 +141,7 @@ class TwinRig:
         )
         self._board_mocap = int(scene.model.body("calib_board").mocapid[0])
         set_action_mode(scene.model, "tcp")
-        self._physics = MujocoPhysics(scene.model)
+        self._physics = make_physics("mujoco", scene.model)
         self._cell = Cell(scene, self._physics)
         model = scene.model
         # Joint velocity addresses of each arm (qpos and qvel addresses differ).
@@ -155,7 +155,7 @@ class TwinRig:
         # Cameras deliver their own resolution (``native``), or the observation size (fast).
         self.native_cameras = native_cameras
         self._lock = threading.RLock()
-        self._renderer: SceneRenderer | None = None
+        self._renderer: Renderer | None = None
         self._frames: dict[str, Frame] = {}
         self._action = np.zeros(2 * ACTION_PER_ARM)
         self._wall_start = time.monotonic()
@@ -245,14 +245,11 @@ class TwinRig:
 
     def _place_board(self, placement: int | None) -> None:
         with self._lock:
-            data = self._physics.data
             if placement is None:
-                data.mocap_pos[self._board_mocap] = BOARD_PARKED
-                data.mocap_quat[self._board_mocap] = [1.0, 0.0, 0.0, 0.0]
+                pose = np.concatenate([BOARD_PARKED, [1.0, 0.0, 0.0, 0.0]])
             else:
                 pose = self._board_poses[placement % len(self._board_poses)]
-                data.mocap_pos[self._board_mocap] = pose[:3]
-                data.mocap_quat[self._board_mocap] = pose[3:]
+            self._physics.set_mocap(0, self._board_mocap, pose[:3], pose[3:])
             self._frames.clear()
 
     def _render(self, name: str, depth: bool = False) -> Frame:
@@ -260,20 +257,16 @@ class TwinRig:
             key = name + (":depth" if depth else "")
             if key not in self._frames:
                 if self._renderer is None:
-                    self._renderer = SceneRenderer(
-                        self._physics.model,
-                        self.__truth.world,
-                        depth=True,
-                        native=self.native_cameras,
+                    self._renderer = make_renderer(
+                        "mujoco", self._physics, self.__truth.world, True, self.native_cameras
                     )
-                data = self._physics.mjdata(0)
                 if depth:
-                    self._frames[key] = Frame(self.now(), self._renderer.render_depth(data))
+                    self._frames[key] = Frame(self.now(), self._renderer.render_depth()[0])
                 else:
-                    views = self._renderer.render(data)
+                    views = self._renderer.render()
                     for cam, img in views.items():
                         effects = self.__truth.camera_effects[cam]
-                        self._frames[cam] = Frame(self.now(), effects.apply(img, self._noise))
+                        self._frames[cam] = Frame(self.now(), effects.apply(img[0], self._noise))
             return self._frames[key]
 
 

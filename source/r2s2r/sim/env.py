@@ -25,7 +25,7 @@ from r2s2r.sim.cell import (
     set_action_mode,
 )
 from r2s2r.sim.physics import PhysicsName, make_physics
-from r2s2r.sim.render import SceneRenderer
+from r2s2r.sim.render import Renderer, make_renderer
 from r2s2r.sim.scene import build_scene
 from r2s2r.spec import TaskSpec, WorldSpec
 from r2s2r.spec.world import CAMERA_NAMES
@@ -97,7 +97,7 @@ class PickSortEnv(gym.Env[dict[str, Any], np.ndarray]):
         self.images, self.depth = images, depth
         self.render_mode = render_mode
         self.appearance = Appearance(self.scene, condition, randomize_appearance)
-        self._renderer: SceneRenderer | None = None
+        self._renderer: Renderer | None = None
         self.observation_space = observation_space(self.world_spec.render.obs_size, depth, images)
         self.action_space = action_space(action_mode)
 
@@ -151,9 +151,9 @@ class PickSortEnv(gym.Env[dict[str, Any], np.ndarray]):
             self._info(),
         )
 
-    def renderer(self) -> SceneRenderer:
+    def renderer(self) -> Renderer:
         if self._renderer is None:
-            self._renderer = SceneRenderer(self.scene.model, self.world_spec, depth=self.depth)
+            self._renderer = make_renderer("mujoco", self.physics, self.world_spec, self.depth)
         return self._renderer
 
     def _obs(self) -> dict[str, Any]:
@@ -166,12 +166,10 @@ class PickSortEnv(gym.Env[dict[str, Any], np.ndarray]):
             "instruction": self._instruction,
             "embodiment_id": EMBODIMENT_IDS["rizon4s_wuji2_bimanual"],
         }
-        if self.images or self.depth:
-            data = self.physics.mjdata(0)
-            if self.images:
-                obs["images"] = self.renderer().render(data)
-            if self.depth:
-                obs["head_depth"] = self.renderer().render_depth(data)
+        if self.images:
+            obs["images"] = {c: v[0] for c, v in self.renderer().render().items()}
+        if self.depth:
+            obs["head_depth"] = self.renderer().render_depth()[0]
         return obs
 
     def _info(self) -> dict[str, Any]:
@@ -193,8 +191,8 @@ class PickSortEnv(gym.Env[dict[str, Any], np.ndarray]):
     def render(self) -> np.ndarray | None:
         if self.render_mode != "rgb_array":
             return None
-        views = self.renderer().render(self.physics.mjdata(0))
-        return np.concatenate([views[c] for c in CAMERA_NAMES], axis=1)
+        views = self.renderer().render()
+        return np.concatenate([views[c][0] for c in CAMERA_NAMES], axis=1)
 
     def close(self) -> None:
         if self._renderer is not None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -23,12 +23,10 @@ from r2s2r.sim.cell import (
     set_action_mode,
 )
 from r2s2r.sim.env import EMBODIMENT_IDS, action_space, observation_space
-from r2s2r.sim.render import SceneRenderer, plan_cameras
+from r2s2r.sim.physics import make_physics
+from r2s2r.sim.render import RENDERERS, Renderer, make_renderer
 from r2s2r.sim.scene import build_scene
-from r2s2r.sim.warp_physics import WarpPhysics
-from r2s2r.sim.warp_render import WarpSceneRenderer
 from r2s2r.spec import TaskSpec, WorldSpec
-from r2s2r.spec.world import CAMERA_NAMES
 from r2s2r.spec.worlds import load_task, load_world
 
 
@@ -43,10 +41,11 @@ class PickSortVectorEnv(gym.vector.VectorEnv[dict[str, Any], np.ndarray, np.ndar
     (a list of seeds gives world ``i`` ``default_rng(seed[i])``); each world keeps drawing its
     later episodes from that generator, so a seeded run is deterministic.
 
-    Images (``images=True``) come from ``renderer``: ``"mujoco"`` renders one world at a time
-    with the CPU rasterizer from a host copy of each world's state (correct but slow);
-    ``"mujoco_warp"`` renders all worlds in one batch on the physics device with MuJoCo Warp's
-    ray tracer (``WarpSceneRenderer``: same cameras, different shading, no motion blur).
+    Images (``images=True``) come from the renderer named ``renderer`` (``render.RENDERERS``):
+    ``"mujoco"`` renders one world at a time with the CPU rasterizer from a host copy of each
+    world's state (correct but slow); ``"mujoco_warp"`` renders all worlds in one batch on the
+    physics device with MuJoCo Warp's ray tracer (``WarpSceneRenderer``: same cameras,
+    different shading, no motion blur).
     """
 
     metadata = {"render_modes": [], "autoreset_mode": AutoresetMode.NEXT_STEP}
@@ -61,27 +60,26 @@ class PickSortVectorEnv(gym.vector.VectorEnv[dict[str, Any], np.ndarray, np.ndar
         images: bool = False,
         device: str | None = None,
         randomize_appearance: bool = False,
-        renderer: Literal["mujoco", "mujoco_warp"] = "mujoco",
+        renderer: str = "mujoco",
     ) -> None:
-        if renderer not in ("mujoco", "mujoco_warp"):
-            raise ValueError(f"renderer must be 'mujoco' or 'mujoco_warp', got {renderer!r}")
+        if renderer not in RENDERERS:
+            raise ValueError(f"renderer: {RENDERERS.unknown(renderer)}")
         self.num_envs = num_envs
         self.world_spec = load_world(world)
         self.task_spec = load_task(task)
         self.scene = build_scene(self.task_spec, self.world_spec)
         set_action_mode(self.scene.model, action_mode)
-        self.physics = WarpPhysics(self.scene.model, num_envs, device=device)
+        self.physics = make_physics("mujoco_warp", self.scene.model, num_envs, device)
         self.cell = Cell(self.scene, self.physics, condition, action_mode)
         self.appearance = Appearance(self.scene, condition, randomize_appearance, num_envs)
         self.images = images
         self.renderer_backend = renderer
-        self._renderer: SceneRenderer | None = None
-        self._warp_renderer: WarpSceneRenderer | None = None
-        # Whether an appearance was drawn since the Warp renderer last received one.
+        self._renderer: Renderer | None = None
+        # Whether an appearance was drawn since the renderer last received one.
         self._appearance_dirty = True
-        if images and renderer == "mujoco_warp":
+        if images:
             # Fail at construction rather than at the first reset (e.g. on motion blur).
-            self.warp_renderer()
+            self.renderer()
         self.single_observation_space = observation_space(
             self.world_spec.render.obs_size, False, images
         )
@@ -160,33 +158,19 @@ class PickSortVectorEnv(gym.vector.VectorEnv[dict[str, Any], np.ndarray, np.ndar
         return hold.reshape(len(worlds), -1)
 
     # ----------------------------------------------------------------- observations
-    def renderer(self) -> SceneRenderer:
+    def renderer(self) -> Renderer:
+        """The renderer of the images (``renderer``), built on first use."""
         if self._renderer is None:
-            self._renderer = SceneRenderer(self.scene.model, self.world_spec)
+            self._renderer = make_renderer(self.renderer_backend, self.physics, self.world_spec)
         return self._renderer
-
-    def warp_renderer(self) -> WarpSceneRenderer:
-        """The batched renderer (``renderer="mujoco_warp"``), built on first use."""
-        if self._warp_renderer is None:
-            plans = plan_cameras(self.scene.model, self.world_spec)
-            self._warp_renderer = WarpSceneRenderer(self.physics, plans)
-        return self._warp_renderer
 
     def _images(self) -> dict[str, np.ndarray]:
         """Every world's views {camera: (N, H, W, 3) uint8} from the chosen renderer."""
-        if self.renderer_backend == "mujoco_warp":
-            warp = self.warp_renderer()
-            if self._appearance_dirty:
-                warp.set_appearance(self.appearance)
-                self._appearance_dirty = False
-            return warp.render()
-        views: dict[str, list[np.ndarray]] = {c: [] for c in CAMERA_NAMES}
-        for w in range(self.num_envs):
-            self.appearance.apply(self.scene.model, w)
-            rendered = self.renderer().render(self.physics.mjdata(w))
-            for c in CAMERA_NAMES:
-                views[c].append(rendered[c])
-        return {c: np.stack(v) for c, v in views.items()}
+        renderer = self.renderer()
+        if self._appearance_dirty:
+            renderer.set_appearance(self.appearance)
+            self._appearance_dirty = False
+        return renderer.render()
 
     def _obs(self) -> dict[str, Any]:
         qpos, _ = self.physics.state()
@@ -221,6 +205,3 @@ class PickSortVectorEnv(gym.vector.VectorEnv[dict[str, Any], np.ndarray, np.ndar
         if self._renderer is not None:
             self._renderer.close()
             self._renderer = None
-        if self._warp_renderer is not None:
-            self._warp_renderer.close()
-            self._warp_renderer = None
