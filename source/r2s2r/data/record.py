@@ -27,7 +27,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from r2s2r.data import DatasetError, DatasetWriter, proprio
-from r2s2r.rig.interfaces import HandTracker
+from r2s2r.rig.interfaces import HandTracker, Rig
 from r2s2r.rig.safety import SafetySupervisor
 from r2s2r.rig.teleop import TeleopSession
 from r2s2r.sim.env import EMBODIMENT_IDS
@@ -146,7 +146,7 @@ class Recorder:
 
     def __init__(
         self,
-        rig: Any,
+        rig: Rig,
         tracker: HandTracker | dict[str, HandTracker],
         teleop: TeleopSession,
         writer: DatasetWriter,

@@ -14,7 +14,6 @@ import json
 import logging
 import time
 from pathlib import Path
-from typing import Any
 
 from r2s2r.geometry.board import Checkerboard, parse_board
 from r2s2r.ground.board_capture import capture_cameras
@@ -24,6 +23,7 @@ from r2s2r.ground.replay import Replay, capture_replay, compare_replay
 from r2s2r.ground.report import write_report
 from r2s2r.ground.scene import capture_scene, ground_scene
 from r2s2r.ground.sysid import SysIdConfig, SysIdRecordings, identify, record_sysid
+from r2s2r.rig.interfaces import Rig
 from r2s2r.rig.safety import SafetySupervisor
 from r2s2r.spec import TaskSpec, WorldSpec
 
@@ -34,7 +34,7 @@ DEFAULT_BOARD = "checkerboard:9x6:0.04"
 
 
 def capture_all(
-    rig: Any,
+    rig: Rig,
     out: Path,
     nominal: WorldSpec,
     board: Checkerboard | None = None,

@@ -24,6 +24,8 @@ import numpy as np
 
 from r2s2r.ground.sysid import SysIdError, arm_excitation
 from r2s2r.ground.sysid_arm import tcp_rms
+from r2s2r.rig.interfaces import Rig
+from r2s2r.rig.safety import SafetySupervisor
 from r2s2r.sim.cell import ACTION_PER_ARM, HAND_DOF, Cell, set_action_mode
 from r2s2r.spec import TaskSpec, WorldSpec
 from r2s2r.spec.world import ARM_SIDES
@@ -33,7 +35,7 @@ FRAME_EVERY_S = 1.0
 
 
 def capture_replay(
-    rig: Any, supervisor: Any, out: Path, seconds: float = REPLAY_S, seed: int = 7
+    rig: Rig, supervisor: SafetySupervisor, out: Path, seconds: float = REPLAY_S, seed: int = 7
 ) -> Path:
     """Replay an excitation of both arms on ``rig`` and store it with head frames."""
     folder = Path(out) / "replay"

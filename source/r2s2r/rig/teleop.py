@@ -22,7 +22,7 @@ import numpy as np
 from scipy.spatial.transform import Rotation
 
 from r2s2r.geometry.poses import matrix_to_pose, pose_to_matrix
-from r2s2r.rig.interfaces import HandKeypoints
+from r2s2r.rig.interfaces import HandKeypoints, Rig
 from r2s2r.rig.retarget import RetargetConfig, Retargeter
 from r2s2r.rig.safety import SafetySupervisor
 from r2s2r.sim.kernels import ACTION_PER_ARM
@@ -99,7 +99,7 @@ class TeleopSession:
 
     def __init__(
         self,
-        rig: Any,
+        rig: Rig,
         supervisor: SafetySupervisor,
         calibration: TrackerCalibration,
         retargeter: dict[str, Retargeter] | RetargetConfig | None = None,

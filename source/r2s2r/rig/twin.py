@@ -12,6 +12,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
 
 import mujoco
 import numpy as np
@@ -19,7 +20,7 @@ from scipy.spatial.transform import Rotation
 
 from r2s2r.geometry.board import Checkerboard, board_texture
 from r2s2r.geometry.rotations import mat_to_quat
-from r2s2r.rig.interfaces import ArmState, Frame, HandState
+from r2s2r.rig.interfaces import DEPTH_CAMERA, ArmState, Frame, HandState, HandTracker
 from r2s2r.rig.truth import CameraEffects, true_camera_effects, true_world
 from r2s2r.sim.camera import Intrinsics
 from r2s2r.sim.cell import ACTION_PER_ARM, STATUS_NAMES, Cell, set_action_mode
@@ -109,7 +110,8 @@ class TwinTruth:
 
 
 class TwinRig:
-    """A simulated cell with realistic hidden offsets, driven through the rig interfaces.
+    """A simulated cell with realistic hidden offsets, driven through the rig interfaces (a
+    ``Rig``).
 
     The twin advances only when ``step()`` is called (one 50 Hz period each), as fast as the
     machine allows, or paced to the wall clock with ``realtime=True`` (for a person
@@ -164,7 +166,32 @@ class TwinRig:
         self.cameras = {name: TwinCamera(self, name) for name in CAMERA_NAMES}
         self.conveyor = TwinConveyor(self)
         self.presenter = TwinPresenter(self)
+        # No gloves: the twin's operator (``ScriptedOperator``) is built next to it.
+        self.trackers: dict[str, HandTracker] = {}
         self.present()
+
+    def depth_camera(self) -> TwinCamera:
+        """The head camera, the twin's RGB-D one."""
+        return self.cameras[DEPTH_CAMERA]
+
+    def close(self) -> None:
+        """Release the renderer (the simulation itself holds nothing to release)."""
+        with self._lock:
+            if self._renderer is not None:
+                self._renderer.close()
+                self._renderer = None
+            self._frames.clear()
+
+    def __enter__(self) -> TwinRig:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
 
     # -------------------------------------------------------------- the clock
     def now(self) -> float:
@@ -326,7 +353,7 @@ class TwinCamera:
         return self._rig._render(self.name)
 
     def read_depth(self) -> Frame:
-        if self.name != "head":
+        if self.name != DEPTH_CAMERA:
             raise ValueError(f"{self.name} has no depth; only the head camera is RGB-D")
         return self._rig._render(self.name, depth=True)
 
