@@ -12,11 +12,6 @@ from typing import Annotated, Any
 import typer
 
 
-class BehaviorKind(StrEnum):
-    adapted = "adapted"
-    planned = "planned"
-
-
 class PlannerKind(StrEnum):
     cpu = "cpu"
     curobo = "curobo"
@@ -42,8 +37,11 @@ def generate(
         str, typer.Option("--world", help="nominal, grounded, or a WorldSpec YAML path")
     ] = "nominal",
     behavior: Annotated[
-        BehaviorKind, typer.Option("--behavior", help="how commands are made")
-    ] = BehaviorKind.adapted,
+        str,
+        typer.Option(
+            "--behavior", help="how commands are made: a registered behavior (adapted, planned)"
+        ),
+    ] = "adapted",
     planner: Annotated[
         PlannerKind,
         typer.Option(
@@ -82,7 +80,7 @@ def generate(
         out=out,
         episodes=episodes,
         world=world,
-        behavior=behavior.value,
+        behavior=behavior,
         planner=planner.value,
         seed=seed,
         select=select.value,
