@@ -138,10 +138,9 @@ class FrameRecord:
 class Recorder:
     """Records takes from ``rig`` driven by ``tracker`` through ``teleop`` into ``writer``.
 
-    ``rig`` needs ``arms``, ``hands``, ``cameras``, ``conveyor``, ``presenter``, ``now()`` and
-    ``step()`` (one control period); ``episode_outcome()`` where it can judge an episode (the
-    twin). ``tracker`` is one tracker, or one per arm side (a glove and tracker per hand); it
-    may have ``begin(object_name, arm)`` (the scripted operator does).
+    ``rig`` may also have ``episode_outcome()``, where it can judge an episode (the twin).
+    ``tracker`` is one tracker, or one per arm side (a glove and tracker per hand); it may have
+    ``begin(object_name, arm)`` (the scripted operator does).
     """
 
     def __init__(

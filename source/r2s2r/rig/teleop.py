@@ -93,8 +93,8 @@ class TeleopSession:
     """Maps hand-tracking readings to commands for one arm and hand of a rig, through the
     safety supervisor; ``begin`` an episode with the arm to drive, then ``step`` per period.
 
-    ``rig`` needs ``arms`` and ``hands`` (dicts keyed ``left`` / ``right``); ``retargeter`` may
-    be one per side, or a config; by default each side gets its own, scaled for a human hand.
+    It reads the arms of ``rig``; ``retargeter`` may be one per side, or a config; by default
+    each side gets its own, scaled for a human hand.
     """
 
     def __init__(
