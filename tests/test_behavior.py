@@ -18,6 +18,13 @@ import pytest
 from typer.testing import CliRunner
 
 from r2s2r.behavior.adapt import AdaptError, adapt, instance_of
+from r2s2r.behavior.behaviors import (
+    BEHAVIORS,
+    AdaptedBehavior,
+    BehaviorSetup,
+    PlannedBehavior,
+    make_behavior,
+)
 from r2s2r.behavior.demo import CLOSED, SUBTASKS, SourceDemo, closure, load_demos
 from r2s2r.behavior.execute import Executor, ReplayRenderer
 from r2s2r.behavior.generate import GenerateCfg, Generator
@@ -157,7 +164,9 @@ def test_an_arm_collision_fails_an_attempt_even_if_the_object_is_sorted(
     def faulty(action: np.ndarray):  # type: ignore[no-untyped-def]
         calls.append(1)
         if len(calls) == len(actions) // 2:
-            env.physics.mjdata(0).qpos[shoulder] = -1.2
+            qpos, qvel = (a[0].copy() for a in env.physics.state())
+            qpos[shoulder] = -1.2
+            env.physics.set_state(0, qpos, qvel)
         return step(action)
 
     env.step = faulty  # type: ignore[method-assign]
@@ -321,6 +330,37 @@ def test_bad_input_fails_with_a_clear_message(source: Path, task: TaskSpec, tmp_
     assert "no successful episodes" in str(result.exception) + result.output
 
 
+def test_behaviors_are_named_and_make_the_commands_of_their_modules(
+    demos: list[SourceDemo], task: TaskSpec, tmp_path: Path
+) -> None:
+    """The registry builds each behavior from one setup; the adapted one adapts the demo it
+    chooses with the same draws as ``adapt``, and a wrong name gets the nearest names."""
+    assert BEHAVIORS.names() == ("adapted", "planned")
+    world = load_world("nominal")
+    executor = Executor(world, task)
+    setup = BehaviorSetup(task, world, executor, demos)
+    adapted = make_behavior("adapted", setup)
+    assert isinstance(adapted, AdaptedBehavior) and adapted.making == "adapt"
+    instance = instance_of(demos[2], task, world)
+    made = adapted.commands(instance, np.random.default_rng(4))
+    assert made.source_demo == demos[2].name and made.reason is None
+    expected = adapt(demos[2], instance, task, world, np.random.default_rng(4))
+    np.testing.assert_array_equal(made.actions, expected)
+    too_fast = dataclasses.replace(instance, belt_speed=4 * instance.belt_speed)
+    failed = adapted.commands(too_fast, np.random.default_rng(4))
+    assert failed.actions is None and failed.reason == "unreachable"
+    assert "sooner than" in failed.detail and failed.source_demo == demos[2].name
+    planned = make_behavior("planned", setup)
+    assert isinstance(planned, PlannedBehavior) and planned.making == "plan"
+    with pytest.raises(ValueError, match="needs real demonstrations"):
+        make_behavior("adapted", BehaviorSetup(task, world, executor))
+    with pytest.raises(ValueError, match="did you mean 'planned'"):
+        Generator(GenerateCfg(source=None, out=tmp_path / "x", behavior="planed"))
+    result = runner.invoke(app, ["generate", "--behavior", "adaptd", "--out", str(tmp_path)])
+    assert result.exit_code != 0
+    assert "did you mean 'adapted'" in str(result.exception) + result.output
+
+
 # ----------------------------------------------------------------- planned behavior
 @pytest.fixture(scope="module")
 def planning(task: TaskSpec) -> tuple[Planner, Executor, WorldSpec]:
@@ -382,7 +422,7 @@ def test_planner_failure_is_a_clear_reason(task: TaskSpec, tmp_path: Path) -> No
     assert summary["kept"] == 2 and summary["behavior"] == "planned"
     assert Dataset(cfg.out).episode(0)["behavior"] == "planned"
     gen = Generator(cfg.replace(out=tmp_path / "q"))
-    gen.planner = stuck
+    gen.behavior = PlannedBehavior(stuck)
     gen.cfg = cfg.replace(out=tmp_path / "q", max_attempts=2)
     summary = gen.run()
     gen.close()
@@ -470,7 +510,9 @@ def test_diverged_physics_ends_the_attempt_as_unstable(task: TaskSpec) -> None:
     def faulty(action: np.ndarray):  # type: ignore[no-untyped-def]
         calls.append(1)
         if len(calls) == 10:
-            env.physics.mjdata(0).qvel[-6:] = np.nan
+            qpos, qvel = (a[0].copy() for a in env.physics.state())
+            qvel[-6:] = np.nan
+            env.physics.set_state(0, qpos, qvel)
         return step(action)
 
     env.step = faulty  # type: ignore[method-assign]

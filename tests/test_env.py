@@ -279,7 +279,9 @@ def test_diverged_physics_truncates_the_episode_as_unstable() -> None:
     assert info["unstable"] is False
     obs, reward, terminated, truncated, info = env.step(hold(obs))
     assert not (truncated or info["unstable"])
-    env.physics.mjdata(0).qvel[-6:] = np.nan
+    qpos, qvel = (a[0].copy() for a in env.physics.state())
+    qvel[-6:] = np.nan
+    env.physics.set_state(0, qpos, qvel)
     obs, reward, terminated, truncated, info = env.step(hold(obs))
     assert info["unstable"] and truncated and not terminated
     assert reward == 0.0 and not info["success"]

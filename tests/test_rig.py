@@ -10,7 +10,9 @@ import pytest
 from scipy.spatial.transform import Rotation
 
 from r2s2r.rig import interfaces
-from r2s2r.rig.interfaces import Frame
+from r2s2r.rig.drivers.manual import ManualConveyor, OperatorPresenter
+from r2s2r.rig.hardware import HardwareRig
+from r2s2r.rig.interfaces import Frame, Rig
 from r2s2r.rig.safety import SafetyLimits, SafetySupervisor
 from r2s2r.rig.twin import TwinRig
 from r2s2r.sim.camera import Intrinsics
@@ -32,6 +34,48 @@ def test_twin_implements_the_interfaces(rig: TwinRig) -> None:
     assert rig.cameras["head"].read_depth().image.dtype == np.float32
     with pytest.raises(ValueError, match="only the head camera"):
         rig.cameras["left_wrist"].read_depth()
+
+
+def test_both_rigs_are_rigs(rig: TwinRig) -> None:
+    """The twin and the real cell (here without devices, its operator answering "mug")
+    implement the ``Rig`` protocol; mypy checks the same through ``cli.ground._open_rig``,
+    which returns either as a ``Rig``."""
+    prompt = lambda question: "mug"  # noqa: E731
+    presenter = OperatorPresenter(["mug"], prompt)
+    hardware = HardwareRig({}, {}, {}, ManualConveyor(prompt), presenter, rig.embodiment)
+    for each in (rig, hardware):
+        assert isinstance(each, Rig)
+    assert rig.trackers == {} and hardware.trackers == {}
+    assert rig.depth_camera() is rig.cameras["head"]
+    assert rig.depth_camera().read_depth().image.dtype == np.float32
+    with pytest.raises(RuntimeError, match="no head camera"):
+        hardware.depth_camera()
+    assert hardware.present() == "mug"
+    hardware.close()
+    # A camera that is RGB only is not a depth camera.
+    rgb_only = HardwareRig(
+        {},
+        {},
+        {"head": _FrozenCamera(rig.cameras["left_wrist"], rig.now, 0.0)},
+        ManualConveyor(prompt),
+        OperatorPresenter(["mug"], prompt),
+        rig.embodiment,
+    )
+    with pytest.raises(RuntimeError, match="RGB-only head camera"):
+        rgb_only.depth_camera()
+
+
+def test_twin_closes_cleanly() -> None:
+    """Closing releases the renderer; closing again, or leaving a ``with`` block, is fine."""
+    with TwinRig(seed=5) as twin:
+        first = twin.cameras["head"].read().image
+        assert twin._renderer is not None
+    assert twin._renderer is None
+    twin.close()
+    # The simulation stays readable; a later frame renders again with a new renderer.
+    assert twin.arms["left"].state().q.shape == (7,)
+    np.testing.assert_array_equal(twin.cameras["head"].read().image.shape, first.shape)
+    twin.close()
 
 
 def test_truth_differs_from_nominal_by_the_intended_amounts() -> None:
@@ -250,7 +294,8 @@ def test_twin_whose_physics_diverges_ends_the_episode_unjudged() -> None:
     twin.present("green_can")
     twin.step(5)
     assert twin.episode_outcome() == ("pending", False, False)
-    twin._physics.data.qvel[:] = np.nan
+    qpos, qvel = twin._physics.state()
+    twin._physics.set_state(0, qpos[0].copy(), np.full_like(qvel[0], np.nan))
     twin.step()
     assert twin.episode_outcome() == ("unstable", False, True)
     twin.present("green_can")

@@ -6,6 +6,7 @@ run compiles Warp kernels; later runs load them from Warp's kernel cache.
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Iterator
 
@@ -17,7 +18,13 @@ pytest.importorskip("mujoco_warp")
 
 from r2s2r.sim.appearance import Appearance  # noqa: E402
 from r2s2r.sim.cell import Cell  # noqa: E402
-from r2s2r.sim.render import SceneRenderer, plan_cameras  # noqa: E402
+from r2s2r.sim.render import (  # noqa: E402
+    RENDERERS,
+    Renderer,
+    SceneRenderer,
+    make_renderer,
+    plan_cameras,
+)
 from r2s2r.sim.scene import Scene, build_scene  # noqa: E402
 from r2s2r.sim.vector_env import PickSortVectorEnv  # noqa: E402
 from r2s2r.sim.warp_physics import WarpPhysics  # noqa: E402
@@ -77,8 +84,9 @@ def warp_renderer(cell: Cell, small_world: WorldSpec) -> Iterator[WarpSceneRende
 
 
 @pytest.fixture(scope="module")
-def cpu_renderer(scene: Scene, small_world: WorldSpec) -> Iterator[SceneRenderer]:
-    renderer = SceneRenderer(scene.model, small_world, depth=True)
+def cpu_renderer(cell: Cell, small_world: WorldSpec) -> Iterator[SceneRenderer]:
+    # MuJoCo's rasterizer over the same Warp worlds, one world at a time.
+    renderer = SceneRenderer(cell.physics, small_world, depth=True)
     yield renderer
     renderer.close()
 
@@ -94,11 +102,11 @@ def place_object(cell: Cell, positions: np.ndarray) -> None:
     cell.physics.write_qpos(np.arange(cell.n), adr, pose, vadr, np.zeros((cell.n, 6)))
 
 
-def cpu_views(cell: Cell, cpu: SceneRenderer) -> dict[str, np.ndarray]:
+def cpu_views(cpu: SceneRenderer) -> dict[str, np.ndarray]:
     """CPU renders {camera: (N, H, W, 3)} of every world."""
-    assert isinstance(cell.physics, WarpPhysics)
-    per_world = [cpu.render(cell.physics.mjdata(w)) for w in range(cell.n)]
-    return {c: np.stack([v[c] for v in per_world]) for c in CAMERA_NAMES}
+    views = cpu.render()
+    assert sorted(views) == sorted(CAMERA_NAMES)
+    return views
 
 
 def grey(img: np.ndarray) -> np.ndarray:
@@ -118,9 +126,9 @@ def test_batched_render_matches_cpu(
     cell: Cell, warp_renderer: WarpSceneRenderer, cpu_renderer: SceneRenderer
 ) -> None:
     place_object(cell, np.stack([HIDDEN_POS, HIDDEN_POS]))
-    warp_empty, cpu_empty = warp_renderer.render(), cpu_views(cell, cpu_renderer)
+    warp_empty, cpu_empty = warp_renderer.render(), cpu_views(cpu_renderer)
     place_object(cell, OBJECT_POS)
-    warp_obj, cpu_obj = warp_renderer.render(), cpu_views(cell, cpu_renderer)
+    warp_obj, cpu_obj = warp_renderer.render(), cpu_views(cpu_renderer)
     compared = 0
     for cam in CAMERA_NAMES:
         assert warp_obj[cam].shape == (2, *OBS_SIZE[::-1], 3)
@@ -151,9 +159,9 @@ def test_depth_matches_cpu(
     place_object(cell, OBJECT_POS)
     depth = warp_renderer.render_depth()
     assert depth.shape == (2, *OBS_SIZE[::-1]) and depth.dtype == np.float32
-    assert isinstance(cell.physics, WarpPhysics)
+    refs = cpu_renderer.render_depth()
     for w in range(2):
-        ref = cpu_renderer.render_depth(cell.physics.mjdata(w))
+        ref = refs[w]
         hit = depth[w] > 0
         assert hit.mean() > 0.9
         # Depth buffers agree to float precision except at a few silhouette pixels.
@@ -172,20 +180,26 @@ def test_per_world_appearance(
     # Beyond a summed light of about 1 MuJoCo's rasterizer saturates and the ray tracer does
     # not (see KEY_LIGHT_SATURATION); dimmer key lights keep the comparison about appearance.
     drawn.light_diffuse[:] = drawn.base_rgb * np.array([[0.35], [KEY_LIGHT_SATURATION]])
+    # The same appearances given to the other world, for the CPU renders to compare against.
+    swapped = copy.deepcopy(drawn)
+    for field in ("light_diffuse", "light_dir", "obj_rgba", "belt_rgba", "texrepeat"):
+        setattr(swapped, field, getattr(drawn, field)[::-1].copy())
     try:
         warp_renderer.set_appearance(drawn)
         views = warp_renderer.render()
-        cpu = []
-        for w in range(2):
-            drawn.apply(model, w)
-            cpu.append(cpu_views(cell, cpu_renderer))
+        # Each world with its own appearance, and with the other world's.
+        cpu_renderer.set_appearance(drawn)
+        own_views = cpu_views(cpu_renderer)
+        cpu_renderer.set_appearance(swapped)
+        other_views = cpu_views(cpu_renderer)
     finally:
         warp_renderer.set_appearance(nominal)
+        cpu_renderer.set_appearance(nominal)
         nominal.apply(model, 0)
     for cam in CAMERA_NAMES:
         for w in range(2):
-            own = np.abs(grey(views[cam][w]) - grey(cpu[w][cam][w])).mean()
-            other = np.abs(grey(views[cam][w]) - grey(cpu[1 - w][cam][w])).mean()
+            own = np.abs(grey(views[cam][w]) - grey(own_views[cam][w])).mean()
+            other = np.abs(grey(views[cam][w]) - grey(other_views[cam][w])).mean()
             print(f"{cam} world {w}: grey MAD {own:.2f} (other world's appearance {other:.2f})")
             assert own < GREY_MAD_TOL and own < other, (cam, w, own, other)
 
@@ -255,3 +269,20 @@ def test_batched_render_rate(scene: Scene, small_world: WorldSpec) -> None:
             renderer.render()
         rate = n / (time.perf_counter() - start)
         print(f"nworld {nworld}: {rate:.1f} batched renders/s ({rate * nworld:.1f} world views/s)")
+
+
+def test_both_renderers_share_one_interface(cell: Cell, small_world: WorldSpec) -> None:
+    """The renderers of ``RENDERERS`` over the same Warp worlds: the same cameras, shapes
+    and types through the ``Renderer`` protocol."""
+    shapes = []
+    for name in RENDERERS.names():
+        renderer = make_renderer(name, cell.physics, small_world, depth=True)
+        assert isinstance(renderer, Renderer)
+        renderer.set_appearance(Appearance(cell.scene, "nominal", randomize=False, num_worlds=2))
+        views = renderer.render()
+        depth = renderer.render_depth()
+        assert all(v.dtype == np.uint8 for v in views.values()) and depth.dtype == np.float32
+        shapes.append(({c: v.shape for c, v in views.items()}, depth.shape))
+        renderer.close()
+    assert shapes[0] == shapes[1]
+    assert shapes[0][0] == {c: (2, *OBS_SIZE[::-1], 3) for c in CAMERA_NAMES}

@@ -17,7 +17,6 @@ import numpy as np
 from r2s2r.behavior.instance import TaskInstance
 from r2s2r.behavior.kinematics import FIXED_BODIES, arm_chain, body_geoms, self_contacts
 from r2s2r.sim.env import PickSortEnv
-from r2s2r.sim.physics import MujocoPhysics
 from r2s2r.spec import TaskSpec, WorldSpec
 from r2s2r.spec.world import ARM_SIDES, CAMERA_NAMES
 
@@ -71,9 +70,8 @@ class Executor:
             world=world, task=task, images=False, randomize_appearance=randomize_appearance
         )
         model = self.env.model
-        physics = self.env.physics
-        assert isinstance(physics, MujocoPhysics)  # Attempts run on MuJoCo C (one world).
-        self._data = physics.data  # Its contacts are those of the last step.
+        # Attempts run in one world; its contacts are read from the physics after each step.
+        self._physics = self.env.physics
         # Per geom: its place along each arm's chain, which arm's link it is (-1: none;
         # the hands may touch the belt), and whether it is a fixed part.
         self._chains = [arm_chain(model, side) for side in ARM_SIDES]
@@ -148,8 +146,7 @@ class Executor:
         return attempt
 
     def _hand_parts_touching(self, obj_geom: int) -> set[int]:
-        data = self._data
-        g1, g2 = data.contact.geom1[: data.ncon], data.contact.geom2[: data.ncon]
+        g1, g2, _ = self._physics.contacts(0)
         mine = np.concatenate([g1[g2 == obj_geom], g2[g1 == obj_geom]])
         return {self._finger_of[int(g)] for g in mine if int(g) in self._finger_of}
 
@@ -169,10 +166,9 @@ class Executor:
     def _arm_hits_cell(self) -> bool:
         """Whether an arm link touches a fixed part, the other arm's links, or its own arm
         (``self_contacts``) in the last step's contacts."""
-        data = self._data
-        if data.ncon == 0:
+        g1, g2, _ = self._physics.contacts(0)
+        if len(g1) == 0:
             return False
-        g1, g2 = data.contact.geom1[: data.ncon], data.contact.geom2[: data.ncon]
         a1, a2 = self._arm_of[g1], self._arm_of[g2]
         hits = ((a1 >= 0) & self._fixed[g2]) | ((a2 >= 0) & self._fixed[g1])
         hits |= (a1 >= 0) & (a2 >= 0) & (a1 != a2)
@@ -207,15 +203,12 @@ class ReplayRenderer:
         appearance that ``seed`` draws (the one it ran with)."""
         env = self.env
         env.reset(seed=seed, options=attempt.instance.reset_options())
-        model, data = env.model, env.physics.mjdata(0)
-        renderer = env.renderer()
+        physics, renderer = env.physics, env.renderer()
         frames: dict[str, list[np.ndarray]] = {c: [] for c in CAMERA_NAMES}
         for qpos, qvel in zip(attempt.qpos, attempt.qvel, strict=True):
-            data.qpos[:] = qpos
-            data.qvel[:] = qvel
-            mujoco.mj_forward(model, data)
-            for cam, img in renderer.render(data).items():
-                frames[cam].append(img)
+            physics.set_state(0, qpos, qvel)
+            for cam, img in renderer.render().items():
+                frames[cam].append(img[0])
         return {c: np.stack(v) for c, v in frames.items()}
 
     def close(self) -> None:

@@ -28,18 +28,11 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import field_validator
 
-from r2s2r.behavior.adapt import (
-    AdaptCfg,
-    AdaptError,
-    adapt,
-    equivalent_turn,
-    instance_of,
-    symmetry_period,
-)
-from r2s2r.behavior.demo import SourceDemo, load_demos
+from r2s2r.behavior.adapt import AdaptCfg
+from r2s2r.behavior.behaviors import BEHAVIORS, BehaviorSetup, make_behavior
+from r2s2r.behavior.demo import load_demos
 from r2s2r.behavior.execute import REASONS, Attempt, Executor, ReplayRenderer
-from r2s2r.behavior.instance import TaskInstance, check_instance, draw_instance
-from r2s2r.behavior.plan import PlanError, Planner
+from r2s2r.behavior.instance import check_instance, draw_instance
 from r2s2r.behavior.planners import CARRY_PLANNERS
 from r2s2r.behavior.stats import demo_stats, episode_stats, mean_stats
 from r2s2r.data import CameraCfg, Dataset, DatasetCfg, DatasetWriter
@@ -60,7 +53,8 @@ class GenerateCfg(Spec):
     out: Path
     episodes: int = 10
     world: str | Path = "nominal"
-    behavior: Literal["adapted", "planned"] = "adapted"
+    # How commands are made: a name in ``behaviors.BEHAVIORS`` (adapted, planned).
+    behavior: str = "adapted"
     # The planned behavior's carry planner (``planners.CARRY_PLANNERS``): ``cpu`` (OMPL), or
     # ``curobo`` (NVIDIA GPU).
     planner: str = "cpu"
@@ -99,12 +93,10 @@ class Generator:
             world = world.replace(render=world.render.model_copy(update={"obs_size": size}))
         self.world: WorldSpec = world
         self.world_name = Path(str(cfg.world)).stem
-        if cfg.behavior not in ("adapted", "planned"):
-            raise ValueError(f"behavior: expected adapted or planned, got {cfg.behavior!r}")
+        if cfg.behavior not in BEHAVIORS:
+            raise ValueError(f"behavior: {BEHAVIORS.unknown(cfg.behavior)}")
         if cfg.planner != "cpu" and cfg.behavior != "planned":
             raise ValueError(f"--planner {cfg.planner} plans routes: it needs --behavior planned")
-        if cfg.behavior == "adapted" and cfg.source is None:
-            raise ValueError("the adapted behavior needs real demonstrations: pass --source DIR")
         self.executor = Executor(self.world, self.task)
         if cfg.source is not None:
             # Adaptation replays the demos' actions and reads their states (not their views).
@@ -124,14 +116,10 @@ class Generator:
                 ", ".join(missing),
                 ", ".join(self.objects),
             )
-        # Where each demo's own instance sits, for choosing the nearest demo.
-        self._own = [instance_of(d, self.task, self.world) for d in self.demos]
-        self.planner = None
-        if cfg.behavior == "planned":
-            cell = self.executor.env.cell
-            self.planner = Planner(
-                self.world, self.task, cell, trial=self.executor.run, carry=cfg.planner
-            )
+        setup = BehaviorSetup(
+            self.task, self.world, self.executor, self.demos, cfg.select, cfg.adapt, cfg.planner
+        )
+        self.behavior = make_behavior(cfg.behavior, setup)
         self.renderer = ReplayRenderer(self.world, self.task) if cfg.image_size else None
         self.log_path = cfg.out / LOG_DIR / "attempts.jsonl"
         self._this_run: list[dict[str, Any]] = []
@@ -229,47 +217,22 @@ class Generator:
             "seconds": {},
         }
         t0 = time.perf_counter()
-        making = "plan" if self.planner is not None else "adapt"
-        try:
-            if self.planner is not None:
-                actions = self.planner.plan(instance).actions
-            else:
-                demo = self.choose(instance, rng)
-                record["source_demo"] = demo.name
-                actions = adapt(demo, instance, self.task, self.world, rng, self.cfg.adapt)
-        except (AdaptError, PlanError) as err:
-            record["reason"] = "unreachable" if isinstance(err, AdaptError) else "planner_failure"
-            record["detail"] = str(err)
+        making = self.behavior.making
+        made = self.behavior.commands(instance, rng)
+        record["source_demo"] = made.source_demo
+        if made.actions is None:
+            record["reason"] = made.reason
+            record["detail"] = made.detail
             record["seconds"][making] = time.perf_counter() - t0
             return record, None
         t1 = time.perf_counter()
-        result = self.executor.run(instance, actions, seed=self._env_seed(i))
+        result = self.executor.run(instance, made.actions, seed=self._env_seed(i))
         t2 = time.perf_counter()
         record["seconds"] = {making: t1 - t0, "physics": t2 - t1}
         record["steps"] = len(result.actions)
         record["reason"] = result.reason
         record["stats"] = episode_stats(result, self._fps)
         return record, result
-
-    def choose(self, instance: TaskInstance, rng: np.random.Generator) -> SourceDemo:
-        """The source demo for ``instance``: one handling the same object, at random or the
-        nearest in spawn offset, turn (up to the object's symmetry) and belt speed."""
-        mine = [j for j, d in enumerate(self.demos) if d.object_name == instance.object_name]
-        if self.cfg.select == "random":
-            return self.demos[mine[int(rng.integers(len(mine)))]]
-        period = symmetry_period(self.task, instance.object_name)
-        spawn, belt = self.task.spawn, self.task.belt
-
-        def distance(j: int) -> float:
-            # The turn counts most: a hand can follow a turned box only so far (15 degrees
-            # weigh as much as the whole spawn offset or belt speed range).
-            own = self._own[j]
-            turn = abs(equivalent_turn(own.yaw - instance.yaw, period)) / (np.pi / 12)
-            lateral = abs(own.lateral - instance.lateral) / max(spawn.lateral_jitter, 1e-3)
-            speed = abs(own.belt_speed - instance.belt_speed) / np.ptp(belt.speed_range)
-            return turn + lateral + speed
-
-        return self.demos[min(mine, key=distance)]
 
     # ------------------------------------------------------------------ internals
     @property

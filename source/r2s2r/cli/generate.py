@@ -14,11 +14,6 @@ import typer
 from r2s2r.spec.worlds import WORLDS
 
 
-class BehaviorKind(StrEnum):
-    adapted = "adapted"
-    planned = "planned"
-
-
 class SelectKind(StrEnum):
     nearest = "nearest"
     random = "random"
@@ -40,8 +35,11 @@ def generate(
         typer.Option("--world", help=f"{', '.join(WORLDS.names())}, or a WorldSpec YAML path"),
     ] = "nominal",
     behavior: Annotated[
-        BehaviorKind, typer.Option("--behavior", help="how commands are made")
-    ] = BehaviorKind.adapted,
+        str,
+        typer.Option(
+            "--behavior", help="how commands are made: a registered behavior (adapted, planned)"
+        ),
+    ] = "adapted",
     planner: Annotated[
         str,
         typer.Option(
@@ -80,7 +78,7 @@ def generate(
         "out": out,
         "episodes": episodes,
         "world": world,
-        "behavior": behavior.value,
+        "behavior": behavior,
         "planner": planner,
         "seed": seed,
         "select": select.value,

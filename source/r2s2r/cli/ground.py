@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from r2s2r.cli.record import RigKind
+
+if TYPE_CHECKING:
+    from r2s2r.rig.interfaces import Rig
+    from r2s2r.spec import TaskSpec, WorldSpec
 
 app = typer.Typer(no_args_is_help=True, help="World grounding: calibration, registration, sysid.")
 
@@ -62,7 +66,7 @@ def calibrate(
         typer.echo(f"{view:32s} rejected: {reason}")
 
 
-def _open_rig(rig: RigKind, seed: int, config: Path | None) -> tuple[Any, Any, Any]:
+def _open_rig(rig: RigKind, seed: int, config: Path | None) -> tuple[Rig, TaskSpec, WorldSpec]:
     """The rig (cameras at their own resolution), its task and its nominal world."""
     from r2s2r.spec.worlds import load_task, load_world
 

@@ -86,6 +86,7 @@ def export(
 @app.command()
 def view(world: WorldOpt = "nominal", condition: ConditionOpt = "nominal", seed: int = 0) -> None:
     """Open MuJoCo's interactive viewer on the cell (needs a display)."""
+    import copy
     import os
 
     if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
@@ -99,5 +100,6 @@ def view(world: WorldOpt = "nominal", condition: ConditionOpt = "nominal", seed:
 
     env = PickSortEnv(world=world, condition=condition, images=False)
     env.reset(seed=seed)
-    data = env.physics.mjdata(0)
+    # The viewer simulates the data it is given: a copy, not the physics' own state.
+    data = copy.copy(env.physics.mjdata(0))
     mujoco.viewer.launch(env.model, data)

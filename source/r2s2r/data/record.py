@@ -27,7 +27,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from r2s2r.data import DatasetError, DatasetWriter
-from r2s2r.rig.interfaces import HandTracker
+from r2s2r.rig.interfaces import HandTracker, Rig
 from r2s2r.rig.safety import SafetySupervisor
 from r2s2r.rig.teleop import TeleopSession
 from r2s2r.sim.contract import Contract
@@ -137,17 +137,16 @@ class FrameRecord:
 class Recorder:
     """Records takes from ``rig`` driven by ``tracker`` through ``teleop`` into ``writer``.
 
-    ``rig`` needs ``arms``, ``hands``, ``cameras``, ``conveyor``, ``presenter``,
-    ``embodiment``, ``now()`` and ``step()`` (one control period); ``episode_outcome()`` where
-    it can judge an episode (the twin). ``tracker`` is one tracker, or one per arm side (a
-    glove and tracker per hand); it may have ``begin(object_name, arm)`` (the scripted
-    operator does). The dataset's contract must fit the rig's (``ContractError`` otherwise):
-    the same embodiment in the tcp action mode, and cameras the rig has.
+    ``rig`` must also have ``embodiment``, and may have ``episode_outcome()``, where it can
+    judge an episode (the twin). ``tracker`` is one tracker, or one per arm side (a glove and
+    tracker per hand); it may have ``begin(object_name, arm)`` (the scripted operator does).
+    The dataset's contract must fit the rig's (``ContractError`` otherwise): the same
+    embodiment in the tcp action mode, and cameras the rig has.
     """
 
     def __init__(
         self,
-        rig: Any,
+        rig: Rig,
         tracker: HandTracker | dict[str, HandTracker],
         teleop: TeleopSession,
         writer: DatasetWriter,

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import cv2
 import numpy as np
@@ -18,6 +17,8 @@ from r2s2r.geometry.poses import matrix_to_pose, pose_to_matrix
 from r2s2r.ground.calibrate import pose_from_rvec, solve_pose
 from r2s2r.ground.cameras import spec_pose_matrix, tcp_from_camera_nominal
 from r2s2r.ground.detect import detect
+from r2s2r.rig.interfaces import Rig
+from r2s2r.rig.safety import SafetySupervisor
 from r2s2r.spec import WorldSpec
 from r2s2r.spec.world import ARM_SIDES
 
@@ -29,7 +30,12 @@ WRIST_VIEWS = 5
 
 
 def _move(
-    rig: Any, supervisor: Any, side: str, goal: np.ndarray, seconds: float, settle_s: float = 0.8
+    rig: Rig,
+    supervisor: SafetySupervisor,
+    side: str,
+    goal: np.ndarray,
+    seconds: float,
+    settle_s: float = 0.8,
 ) -> None:
     """Move arm ``side`` (through the supervisor) to ``goal`` along a minimum-jerk path and let
     it settle; the other arms are told to hold where they are, so their watchdogs stay calm."""
@@ -96,8 +102,8 @@ def _aim(
 
 
 def capture_cameras(
-    rig: Any,
-    supervisor: Any,
+    rig: Rig,
+    supervisor: SafetySupervisor,
     out: Path,
     board: Checkerboard,
     nominal: WorldSpec,

@@ -24,6 +24,8 @@ import numpy as np
 
 from r2s2r.ground.sysid import SysIdError, arm_excitation
 from r2s2r.ground.sysid_arm import tcp_rms
+from r2s2r.rig.interfaces import Rig
+from r2s2r.rig.safety import SafetySupervisor
 from r2s2r.sim.cell import Cell
 from r2s2r.spec import TaskSpec, WorldSpec
 from r2s2r.spec.world import ARM_SIDES
@@ -33,7 +35,7 @@ FRAME_EVERY_S = 1.0
 
 
 def capture_replay(
-    rig: Any, supervisor: Any, out: Path, seconds: float = REPLAY_S, seed: int = 7
+    rig: Rig, supervisor: SafetySupervisor, out: Path, seconds: float = REPLAY_S, seed: int = 7
 ) -> Path:
     """Replay an excitation of both arms on ``rig`` and store it with head frames."""
     folder = Path(out) / "replay"
@@ -119,16 +121,18 @@ def replay_in_sim(
     """The replay's commands run in ``world``'s simulated cell from an episode start: TCP
     poses (T, 2, 7) and head views (the camera's own resolution) at the frame periods."""
     from r2s2r.geometry.rotations import mat_to_quat
-    from r2s2r.sim.physics import MujocoPhysics
+    from r2s2r.sim.physics import make_physics
     from r2s2r.sim.render import SceneRenderer
     from r2s2r.sim.scene import build_scene
 
     scene = build_scene(task, world, action_mode="tcp")
-    physics = MujocoPhysics(scene.model)
+    physics = make_physics("mujoco", scene.model)
     cell = Cell(scene, physics)
     cell.reset(np.array([0]), [np.random.default_rng(0)])
     cell.set_belt_speed(np.array([0]), 0.0)
-    renderer = SceneRenderer(scene.model, world, native=True)
+    # The head view before exposure (which the comparison normalises away), so MuJoCo's own
+    # renderer: its raw render and remap.
+    renderer = SceneRenderer(physics, world, native=True)
     plan = next(p for p in renderer.plans if p.name == "head")
     wanted = set(replay.frame_periods)
     tcp, views = [], []

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import cv2
 import numpy as np
@@ -33,6 +32,7 @@ from r2s2r.ground.register import (
 )
 from r2s2r.ground.register_belt import register_belt
 from r2s2r.ground.register_objects import register_bins, register_objects
+from r2s2r.rig.interfaces import Rig
 from r2s2r.spec import TaskSpec, WorldSpec
 from r2s2r.spec.world import LayoutSpec
 
@@ -75,12 +75,12 @@ def load_rgbd(folder: Path, stem: str, view: CameraView) -> RgbdCapture:
 
 
 def capture_scene(
-    rig: Any, out: Path, objects: tuple[str, ...] = SCENE_OBJECTS, progress: bool = True
+    rig: Rig, out: Path, objects: tuple[str, ...] = SCENE_OBJECTS, progress: bool = True
 ) -> Path:
     """Capture the cleared cell and ``objects`` on the belt with the head camera of ``rig``."""
     folder = Path(out) / "scene"
     folder.mkdir(parents=True, exist_ok=True)
-    cam = rig.cameras["head"]
+    cam = rig.depth_camera()
     periods = int(round(1.0 / 0.02))
     bar = tqdm(
         total=1 + len(objects), desc="capturing the scene", unit="frame", disable=not progress

@@ -73,7 +73,7 @@ def _operator_episode(seed: int) -> tuple[str, str, bool]:
     logging.getLogger("r2s2r.safety").setLevel(logging.ERROR)
     rig = TwinRig(seed=seed)
     cal = TrackerCalibration.twin()
-    sup = SafetySupervisor(rig.arms, rig.hands, rig.now, rig.embodiment)  # type: ignore[arg-type]
+    sup = SafetySupervisor(rig.arms, rig.hands, rig.now, rig.embodiment)
     teleop = TeleopSession(rig, sup, cal)
     operator = ScriptedOperator(seed, TwinEyes(rig), rig.task, rig.nominal, cal)
     name = rig.presenter.present()

@@ -1,11 +1,11 @@
 """The real cell behind the rig interfaces, built from a hardware YAML.
 
-``HardwareRig`` has the attributes of ``TwinRig`` (``arms``, ``hands``, ``cameras``,
-``conveyor``, ``presenter``, ``embodiment``, ``now()``) plus the teleoperation ``trackers``.
-Its arms and hands are the raw drivers, as the twin's are: every stage wraps them in a
-``SafetySupervisor``, which ``supervise()`` builds with the rig's clock, watching its cameras
-and ticking from a timer thread. Each vendor SDK is imported only when its device is built;
-a missing SDK fails with the extra to install.
+``HardwareRig`` is a ``Rig``, as ``TwinRig`` is (``arms``, ``hands``, ``cameras``, the
+teleoperation ``trackers``, ``conveyor``, ``presenter``, ``embodiment``, ``now()``,
+``step()``). Its arms and hands are the raw drivers, as the twin's are: every stage wraps them
+in a ``SafetySupervisor``, which ``supervise()`` builds with the rig's clock, watching its
+cameras and ticking from a timer thread. Each vendor SDK is imported only when its device is
+built; a missing SDK fails with the extra to install.
 """
 
 from __future__ import annotations
@@ -28,7 +28,16 @@ from r2s2r.rig.drivers.spec import CameraConfig, HardwareSpec, OpenCVCameraConfi
 from r2s2r.rig.drivers.vive import OpenVRSession, ViveTracker
 from r2s2r.rig.drivers.wuji import WujiHand
 from r2s2r.rig.drivers.zed import ZedCamera
-from r2s2r.rig.interfaces import Arm, Camera, Conveyor, Hand, HandTracker, ObjectPresenter
+from r2s2r.rig.interfaces import (
+    DEPTH_CAMERA,
+    Arm,
+    Camera,
+    Conveyor,
+    DepthCamera,
+    Hand,
+    HandTracker,
+    ObjectPresenter,
+)
 from r2s2r.rig.safety import SafetyLimits, SafetySupervisor
 from r2s2r.sim.camera import Intrinsics
 from r2s2r.sim.embodiment import Embodiment
@@ -73,6 +82,17 @@ class HardwareRig:
     def from_config(cls, path: str | Path, prompt: Prompt = input) -> HardwareRig:
         """Connect every device named in a hardware YAML (see ``HardwareSpec``)."""
         return build_rig(HardwareSpec.load(path), prompt)
+
+    def depth_camera(self) -> DepthCamera:
+        """The head camera, where it is an RGB-D one (the ZED)."""
+        camera = self.cameras.get(DEPTH_CAMERA)
+        if not isinstance(camera, DepthCamera):
+            what = "no head camera" if camera is None else "an RGB-only head camera"
+            raise RuntimeError(
+                f"this rig has {what}; depth needs the ZED (driver: zed) as camera "
+                f"{DEPTH_CAMERA!r} in the hardware YAML"
+            )
+        return camera
 
     def _since_start(self) -> float:
         return time.monotonic() - self._start

@@ -1,4 +1,5 @@
-"""The hardware interfaces every stage talks to; the twin and the real cell implement them.
+"""The hardware interfaces every stage talks to, and the ``Rig`` that holds them; the twin
+(``TwinRig``) and the real cell (``HardwareRig``) implement them.
 
 Poses are ``[x, y, z, qw, qx, qy, qz]`` in metres in the cell frame (the Flexiv RDK's
 convention). Every reading carries the time it was taken, in seconds on the rig's clock
@@ -7,12 +8,15 @@ convention). Every reading carries the time it was taken, in seconds on the rig'
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from types import TracebackType
+from typing import Protocol, Self, runtime_checkable
 
 import numpy as np
 
 from r2s2r.sim.camera import Intrinsics
+from r2s2r.sim.embodiment import Embodiment
 
 
 @dataclass(frozen=True)
@@ -133,3 +137,71 @@ class ObjectPresenter(Protocol):
         rig tracks it (twin: its simulation), else None. Recorded as the dataset's
         environment state, which demo adaptation needs."""
         ...
+
+
+# The rig's RGB-D camera.
+DEPTH_CAMERA = "head"
+
+
+@runtime_checkable
+class Rig(Protocol):
+    """A cell every stage talks to: its devices, its clock, and the control period.
+
+    Arms, hands and hand trackers are keyed by side (``left`` / ``right``), cameras by name.
+    The arms and hands are the raw devices: a stage wraps them in a ``SafetySupervisor``.
+    """
+
+    @property
+    def embodiment(self) -> Embodiment:
+        """The robot the rig carries: its arms, joints, limits and cameras."""
+        ...
+
+    @property
+    def arms(self) -> Mapping[str, Arm]: ...
+
+    @property
+    def hands(self) -> Mapping[str, Hand]: ...
+
+    @property
+    def cameras(self) -> Mapping[str, Camera]: ...
+
+    @property
+    def trackers(self) -> Mapping[str, HandTracker]:
+        """The teleoperation trackers (gloves on a real cell; none on the twin, whose scripted
+        operator is built next to it)."""
+        ...
+
+    @property
+    def conveyor(self) -> Conveyor: ...
+
+    @property
+    def presenter(self) -> ObjectPresenter: ...
+
+    def depth_camera(self) -> DepthCamera:
+        """The RGB-D camera (``DEPTH_CAMERA``); raises if the rig has none."""
+        ...
+
+    def now(self) -> float:
+        """Seconds on the rig's clock (the stamps of its readings)."""
+        ...
+
+    def step(self, periods: int = 1) -> None:
+        """Let ``periods`` control periods (50 Hz) pass with the latest commands."""
+        ...
+
+    def present(self, object_name: str | None = None) -> str:
+        """Start an episode with an object on the belt (``presenter.present``); its name."""
+        ...
+
+    def close(self) -> None:
+        """Release every device; the rig is not used afterwards."""
+        ...
+
+    def __enter__(self) -> Self: ...
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...

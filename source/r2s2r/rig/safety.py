@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -55,8 +55,8 @@ class SafetySupervisor:
 
     def __init__(
         self,
-        arms: dict[str, Arm],
-        hands: dict[str, Hand],
+        arms: Mapping[str, Arm],
+        hands: Mapping[str, Hand],
         clock: Callable[[], float],
         embodiment: Embodiment,
         limits: SafetyLimits | None = None,

@@ -22,7 +22,7 @@ import numpy as np
 from scipy.spatial.transform import Rotation
 
 from r2s2r.geometry.poses import matrix_to_pose, pose_to_matrix
-from r2s2r.rig.interfaces import HandKeypoints
+from r2s2r.rig.interfaces import HandKeypoints, Rig
 from r2s2r.rig.retarget import RetargetCfg, Retargeter
 from r2s2r.rig.safety import SafetySupervisor
 from r2s2r.spec.world import ARM_SIDES
@@ -92,13 +92,13 @@ class TeleopSession:
     """Maps hand-tracking readings to commands for one arm and hand of a rig, through the
     safety supervisor; ``begin`` an episode with the arm to drive, then ``step`` per period.
 
-    ``rig`` needs ``arms`` and ``hands`` (dicts keyed ``left`` / ``right``); ``retargeter`` may
-    be one per side, or a config; by default each side gets its own, scaled for a human hand.
+    It reads the arms of ``rig``; ``retargeter`` may be one per side, or a config; by default
+    each side gets its own, scaled for a human hand.
     """
 
     def __init__(
         self,
-        rig: Any,
+        rig: Rig,
         supervisor: SafetySupervisor,
         calibration: TrackerCalibration,
         retargeter: dict[str, Retargeter] | RetargetCfg | None = None,

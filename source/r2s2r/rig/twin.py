@@ -12,6 +12,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
 
 import mujoco
 import numpy as np
@@ -19,13 +20,13 @@ from scipy.spatial.transform import Rotation
 
 from r2s2r.geometry.board import Checkerboard, board_texture
 from r2s2r.geometry.rotations import mat_to_quat
-from r2s2r.rig.interfaces import ArmState, Frame, HandState
+from r2s2r.rig.interfaces import DEPTH_CAMERA, ArmState, Frame, HandState, HandTracker
 from r2s2r.rig.truth import CameraEffects, true_camera_effects, true_world
 from r2s2r.sim.camera import Intrinsics
 from r2s2r.sim.cell import STATUS_NAMES, Cell
 from r2s2r.sim.embodiment import TCP_POSE_DIM, Embodiment
-from r2s2r.sim.physics import MujocoPhysics
-from r2s2r.sim.render import SceneRenderer
+from r2s2r.sim.physics import make_physics
+from r2s2r.sim.render import Renderer, make_renderer
 from r2s2r.sim.scene import build_scene
 from r2s2r.spec import TaskSpec, WorldSpec
 from r2s2r.spec.conditions import apply_condition
@@ -111,7 +112,8 @@ class TwinTruth:
 
 
 class TwinRig:
-    """A simulated cell with realistic hidden offsets, driven through the rig interfaces.
+    """A simulated cell with realistic hidden offsets, driven through the rig interfaces (a
+    ``Rig``).
 
     The twin advances only when ``step()`` is called (one 50 Hz period each), as fast as the
     machine allows, or paced to the wall clock with ``realtime=True`` (for a person
@@ -147,7 +149,7 @@ class TwinRig:
             BOARD_PLACEMENTS,
         )
         self._board_mocap = int(scene.model.body("calib_board").mocapid[0])
-        self._physics = MujocoPhysics(scene.model)
+        self._physics = make_physics("mujoco", scene.model)
         self._cell = Cell(scene, self._physics)
         self.embodiment: Embodiment = scene.embodiment
         model = scene.model
@@ -162,7 +164,7 @@ class TwinRig:
         # Cameras deliver their own resolution (``native``), or the observation size (fast).
         self.native_cameras = native_cameras
         self._lock = threading.RLock()
-        self._renderer: SceneRenderer | None = None
+        self._renderer: Renderer | None = None
         self._frames: dict[str, Frame] = {}
         # The latest command of each arm: TCP target (7), then hand targets.
         emb = self.embodiment
@@ -173,7 +175,32 @@ class TwinRig:
         self.cameras = {name: TwinCamera(self, name) for name in CAMERA_NAMES}
         self.conveyor = TwinConveyor(self)
         self.presenter = TwinPresenter(self)
+        # No gloves: the twin's operator (``ScriptedOperator``) is built next to it.
+        self.trackers: dict[str, HandTracker] = {}
         self.present()
+
+    def depth_camera(self) -> TwinCamera:
+        """The head camera, the twin's RGB-D one."""
+        return self.cameras[DEPTH_CAMERA]
+
+    def close(self) -> None:
+        """Release the renderer (the simulation itself holds nothing to release)."""
+        with self._lock:
+            if self._renderer is not None:
+                self._renderer.close()
+                self._renderer = None
+            self._frames.clear()
+
+    def __enter__(self) -> TwinRig:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
 
     # -------------------------------------------------------------- the clock
     def now(self) -> float:
@@ -252,14 +279,11 @@ class TwinRig:
 
     def _place_board(self, placement: int | None) -> None:
         with self._lock:
-            data = self._physics.data
             if placement is None:
-                data.mocap_pos[self._board_mocap] = BOARD_PARKED
-                data.mocap_quat[self._board_mocap] = [1.0, 0.0, 0.0, 0.0]
+                pose = np.concatenate([BOARD_PARKED, [1.0, 0.0, 0.0, 0.0]])
             else:
                 pose = self._board_poses[placement % len(self._board_poses)]
-                data.mocap_pos[self._board_mocap] = pose[:3]
-                data.mocap_quat[self._board_mocap] = pose[3:]
+            self._physics.set_mocap(0, self._board_mocap, pose[:3], pose[3:])
             self._frames.clear()
 
     def _render(self, name: str, depth: bool = False) -> Frame:
@@ -267,20 +291,16 @@ class TwinRig:
             key = name + (":depth" if depth else "")
             if key not in self._frames:
                 if self._renderer is None:
-                    self._renderer = SceneRenderer(
-                        self._physics.model,
-                        self.__truth.world,
-                        depth=True,
-                        native=self.native_cameras,
+                    self._renderer = make_renderer(
+                        "mujoco", self._physics, self.__truth.world, True, self.native_cameras
                     )
-                data = self._physics.mjdata(0)
                 if depth:
-                    self._frames[key] = Frame(self.now(), self._renderer.render_depth(data))
+                    self._frames[key] = Frame(self.now(), self._renderer.render_depth()[0])
                 else:
-                    views = self._renderer.render(data)
+                    views = self._renderer.render()
                     for cam, img in views.items():
                         effects = self.__truth.camera_effects[cam]
-                        self._frames[cam] = Frame(self.now(), effects.apply(img, self._noise))
+                        self._frames[cam] = Frame(self.now(), effects.apply(img[0], self._noise))
             return self._frames[key]
 
 
@@ -341,7 +361,7 @@ class TwinCamera:
         return self._rig._render(self.name)
 
     def read_depth(self) -> Frame:
-        if self.name != "head":
+        if self.name != DEPTH_CAMERA:
             raise ValueError(f"{self.name} has no depth; only the head camera is RGB-D")
         return self._rig._render(self.name, depth=True)
 

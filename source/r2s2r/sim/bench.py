@@ -13,6 +13,7 @@ import mujoco
 import numpy as np
 
 from r2s2r.sim.env import PickSortEnv
+from r2s2r.sim.render import SceneRenderer
 
 
 def machine() -> str:
@@ -91,11 +92,12 @@ def bench_physics(seconds: float = 3.0, repeats: int = 3) -> dict[str, float]:
 
 
 def bench_render(seconds: float = 3.0) -> dict[str, float]:
-    """Three-view renders through the env's renderer vs raw ``mujoco.Renderer`` calls."""
+    """Three-view renders through the env's renderer (``SceneRenderer``) vs raw
+    ``mujoco.Renderer`` calls."""
     env = PickSortEnv(images=True)
     env.reset(seed=0)
     data = env.physics.mjdata(0)
-    renderer = env.renderer()
+    renderer = SceneRenderer(env.physics, env.world_spec)
     plans = renderer.plans
     raw_renderers = {
         p.render_size: mujoco.Renderer(env.model, p.render_size[1], p.render_size[0]) for p in plans
@@ -108,7 +110,7 @@ def bench_render(seconds: float = 3.0) -> dict[str, float]:
             r.render()
 
     def ours() -> None:
-        renderer.render(data)
+        renderer.render()
 
     wide = {p.name: p.render_size for p in plans}
     imgs = {p.name: renderer.render_raw(data, p) for p in plans if p.remap is not None}
@@ -126,6 +128,7 @@ def bench_render(seconds: float = 3.0) -> dict[str, float]:
     remap_rate = _rate(remap, seconds / 6)
     for r in raw_renderers.values():
         r.close()
+    renderer.close()
     env.close()
     out: dict[str, Any] = {
         "raw_renders_per_s": raw_rate,

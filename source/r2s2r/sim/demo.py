@@ -36,8 +36,8 @@ def run_demo(
     for i in tqdm(range(steps), desc="demo", unit="step"):
         obs, _, terminated, truncated, info = env.step(picker.act(obs, info))
         if i % every == 0:
-            views = renderer.render(env.physics.mjdata(0))
-            frames.append(np.concatenate([views[c] for c in CAMERA_NAMES], axis=1))
+            views = renderer.render()
+            frames.append(np.concatenate([views[c][0] for c in CAMERA_NAMES], axis=1))
         if terminated or truncated:
             break
     video = out / "demo.mp4"

@@ -15,7 +15,7 @@ from r2s2r.sim.cell import STATUS_NAMES, Cell
 from r2s2r.sim.contract import Contract
 from r2s2r.sim.embodiment import ActionMode, Embodiment
 from r2s2r.sim.physics import PhysicsName, make_physics
-from r2s2r.sim.render import SceneRenderer
+from r2s2r.sim.render import Renderer, make_renderer
 from r2s2r.sim.scene import build_scene
 from r2s2r.spec import TaskSpec, WorldSpec
 from r2s2r.spec.conditions import apply_condition
@@ -65,7 +65,7 @@ class PickSortEnv(gym.Env[dict[str, Any], np.ndarray]):
         self.images, self.depth, self.env_state = images, depth, env_state
         self.render_mode = render_mode
         self.appearance = Appearance(self.scene, randomize_appearance)
-        self._renderer: SceneRenderer | None = None
+        self._renderer: Renderer | None = None
         self.observation_space = self.contract.observation_space(
             self.world_spec.render.obs_size, images, depth, env_state
         )
@@ -124,9 +124,9 @@ class PickSortEnv(gym.Env[dict[str, Any], np.ndarray]):
             self._info(),
         )
 
-    def renderer(self) -> SceneRenderer:
+    def renderer(self) -> Renderer:
         if self._renderer is None:
-            self._renderer = SceneRenderer(self.scene.model, self.world_spec, depth=self.depth)
+            self._renderer = make_renderer("mujoco", self.physics, self.world_spec, self.depth)
         return self._renderer
 
     def _obs(self) -> dict[str, Any]:
@@ -134,12 +134,10 @@ class PickSortEnv(gym.Env[dict[str, Any], np.ndarray]):
         qpos = self.physics.state()[0][0]
         pos, mat = self.physics.site_poses(cell.idx.tcp_sites)
         images = depth = env_state = None
-        if self.images or self.depth:
-            data = self.physics.mjdata(0)
-            if self.images:
-                images = self.renderer().render(data)
-            if self.depth:
-                depth = self.renderer().render_depth(data)
+        if self.images:
+            images = {c: v[0] for c, v in self.renderer().render().items()}
+        if self.depth:
+            depth = self.renderer().render_depth()[0]
         if self.env_state:
             obj_pos, obj_quat, _ = cell.object_states()
             env_state = np.concatenate([obj_pos[0, 0], obj_quat[0, 0]])
@@ -174,8 +172,8 @@ class PickSortEnv(gym.Env[dict[str, Any], np.ndarray]):
     def render(self) -> np.ndarray | None:
         if self.render_mode != "rgb_array":
             return None
-        views = self.renderer().render(self.physics.mjdata(0))
-        return np.concatenate([views[c] for c in CAMERA_NAMES], axis=1)
+        views = self.renderer().render()
+        return np.concatenate([views[c][0] for c in CAMERA_NAMES], axis=1)
 
     def close(self) -> None:
         if self._renderer is not None:

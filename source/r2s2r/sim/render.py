@@ -1,5 +1,10 @@
 """Render the cell's three cameras as the WorldSpec describes them.
 
+``Renderer`` is what every renderer offers: the views of every world of one physics backend.
+``RENDERERS`` names them: ``mujoco`` (``SceneRenderer``: MuJoCo's rasterizer, one world at a
+time from each world's CPU state, on any backend) and ``mujoco_warp`` (``WarpSceneRenderer``:
+MuJoCo Warp's batched ray tracer, on the ``mujoco_warp`` backend only).
+
 An ideal pinhole camera is rendered directly at the observation size, with MuJoCo's camera
 intrinsics set from the (scaled) calibration. A fisheye or distorted camera is rendered as a
 wide pinhole view and remapped through its Kannala–Brandt / OpenCV model (``camera.py``).
@@ -7,13 +12,18 @@ wide pinhole view and remapped through its Kannala–Brandt / OpenCV model (``ca
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 import cv2
 import mujoco
 import numpy as np
 
+from r2s2r.sim.appearance import Appearance
 from r2s2r.sim.camera import FisheyeRemap, Intrinsics, WideRender, plan_wide_render
+from r2s2r.sim.physics import Physics
+from r2s2r.spec.registry import Registry
 from r2s2r.spec.world import CAMERA_NAMES, WorldSpec
 
 # Renders averaged over the shutter time of a camera with motion blur (the shutter's start
@@ -33,6 +43,37 @@ class CameraPlan:
     remap: FisheyeRemap | None
     exposure: float
     motion_blur_s: float = 0.0
+
+
+@runtime_checkable
+class Renderer(Protocol):
+    """The cameras of every world of the physics it was built over, as the WorldSpec says."""
+
+    def render(self) -> dict[str, np.ndarray]:
+        """RGB views {camera name: (N, H, W, 3) uint8} of every world's current state."""
+        ...
+
+    def render_depth(self) -> np.ndarray:
+        """Head depth (N, H, W) float32 in metres along the optical axis (needs ``depth``)."""
+        ...
+
+    def set_appearance(self, appearance: Appearance) -> None:
+        """Render each world with its lighting and colours in ``appearance`` (its values now:
+        call again after drawing new ones); without one, the model's own."""
+        ...
+
+    def close(self) -> None:
+        """Release the renderer's contexts and buffers."""
+        ...
+
+
+class RendererFactory(Protocol):
+    """Builds a renderer over ``physics`` for ``world``'s cameras, with head ``depth``, at the
+    observation size or each camera's own resolution (``native``)."""
+
+    def __call__(
+        self, physics: Physics, world: WorldSpec, depth: bool, native: bool
+    ) -> Renderer: ...
 
 
 def set_pinhole_intrinsics(model: mujoco.MjModel, cam_id: int, intr: Intrinsics) -> None:
@@ -104,11 +145,14 @@ def _make_renderer(model: mujoco.MjModel, width: int, height: int) -> mujoco.Ren
 
 
 class SceneRenderer:
-    """Renders RGB views (and head depth) of an ``MjData`` the way the WorldSpec says."""
+    """MuJoCo's rasterizer (``mujoco``): renders each world of ``physics`` from its CPU state
+    (``Physics.mjdata``), RGB views and head depth, the way the WorldSpec says."""
 
     def __init__(
-        self, model: mujoco.MjModel, world: WorldSpec, depth: bool = False, native: bool = False
+        self, physics: Physics, world: WorldSpec, depth: bool = False, native: bool = False
     ) -> None:
+        model = physics.model
+        self.physics = physics
         self.model = model
         self.plans = plan_cameras(model, world, native)
         self._renderers: dict[tuple[int, int], mujoco.Renderer] = {}
@@ -123,15 +167,42 @@ class SceneRenderer:
             self._depth = _make_renderer(model, w, h)
             self._depth.enable_depth_rendering()
         self._scratch: mujoco.MjData | None = None
+        self._appearance: Appearance | None = None
+
+    def render(self) -> dict[str, np.ndarray]:
+        """RGB views {camera name: (N, H, W, 3) uint8} of every world's current state."""
+        views = [self._render_data(self._world(w)) for w in range(self.physics.num_worlds)]
+        if len(views) == 1:
+            return {name: img[None] for name, img in views[0].items()}
+        return {name: np.stack([v[name] for v in views]) for name in views[0]}
+
+    def render_depth(self) -> np.ndarray:
+        """Head depth (N, H, W) float32 in metres along the optical axis."""
+        depths = [self._depth_data(self._world(w)) for w in range(self.physics.num_worlds)]
+        return depths[0][None] if len(depths) == 1 else np.stack(depths)
+
+    def set_appearance(self, appearance: Appearance) -> None:
+        n = appearance.obj_rgba.shape[0]
+        if n != self.physics.num_worlds:
+            raise ValueError(
+                f"appearance has {n} worlds, the renderer has {self.physics.num_worlds}"
+            )
+        self._appearance = copy.deepcopy(appearance)
+
+    def _world(self, w: int) -> mujoco.MjData:
+        """World ``w``'s state, its appearance written into the model to render it."""
+        if self._appearance is not None:
+            self._appearance.apply(self.model, w)
+        return self.physics.mjdata(w)
 
     def render_raw(self, data: mujoco.MjData, plan: CameraPlan) -> np.ndarray:
-        """The MuJoCo render of one camera, before any remap."""
+        """The MuJoCo render of one camera of ``data``, before any remap."""
         renderer = self._renderers[plan.render_size]
         renderer.update_scene(data, camera=plan.cam_id)
         return renderer.render()
 
-    def render(self, data: mujoco.MjData) -> dict[str, np.ndarray]:
-        """RGB views {camera name: (H, W, 3) uint8} at the observation size."""
+    def _render_data(self, data: mujoco.MjData) -> dict[str, np.ndarray]:
+        """RGB views {camera name: (H, W, 3) uint8} of ``data`` at the planned sizes."""
         out = {}
         for plan in self.plans:
             if plan.motion_blur_s > 0:
@@ -171,8 +242,8 @@ class SceneRenderer:
         assert acc is not None
         return np.round(acc / MOTION_BLUR_SAMPLES).astype(np.uint8)
 
-    def render_depth(self, data: mujoco.MjData) -> np.ndarray:
-        """Head depth (H, W) float32 in metres along the optical axis."""
+    def _depth_data(self, data: mujoco.MjData) -> np.ndarray:
+        """Head depth (H, W) float32 in metres along the optical axis of ``data``."""
         if self._depth is None:
             raise RuntimeError("depth rendering was not requested (pass depth=True)")
         plan = self._depth_plan
@@ -189,3 +260,25 @@ class SceneRenderer:
             self._depth.close()
         self._renderers.clear()
         self._depth = None
+
+
+def _warp_renderer(physics: Physics, world: WorldSpec, depth: bool, native: bool) -> Renderer:
+    # Imported on use: MuJoCo Warp is the optional 'warp' extra.
+    from r2s2r.sim.warp_physics import warp_backend
+    from r2s2r.sim.warp_render import WarpSceneRenderer
+
+    plans = plan_cameras(physics.model, world, native)
+    return WarpSceneRenderer(warp_backend(physics, "the mujoco_warp renderer"), plans, depth)
+
+
+# The renderers by name.
+RENDERERS: Registry[RendererFactory] = Registry("renderer")
+RENDERERS.register("mujoco", SceneRenderer)
+RENDERERS.register("mujoco_warp", _warp_renderer)
+
+
+def make_renderer(
+    name: str, physics: Physics, world: WorldSpec, depth: bool = False, native: bool = False
+) -> Renderer:
+    """The renderer ``name`` over ``physics`` (see ``RENDERERS``)."""
+    return RENDERERS.get(name)(physics, world, depth, native)

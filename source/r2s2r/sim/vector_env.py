@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -16,10 +16,9 @@ from r2s2r.sim.appearance import Appearance
 from r2s2r.sim.cell import Cell
 from r2s2r.sim.contract import Contract
 from r2s2r.sim.embodiment import ActionMode, Embodiment
-from r2s2r.sim.render import SceneRenderer, plan_cameras
+from r2s2r.sim.physics import make_physics
+from r2s2r.sim.render import RENDERERS, Renderer, make_renderer
 from r2s2r.sim.scene import build_scene
-from r2s2r.sim.warp_physics import WarpPhysics
-from r2s2r.sim.warp_render import WarpSceneRenderer
 from r2s2r.spec import TaskSpec, WorldSpec
 from r2s2r.spec.conditions import apply_condition
 from r2s2r.spec.worlds import load_task, load_world
@@ -41,10 +40,11 @@ class PickSortVectorEnv(gym.vector.VectorEnv[dict[str, Any], np.ndarray, np.ndar
     (a list of seeds gives world ``i`` ``default_rng(seed[i])``); each world keeps drawing its
     later episodes from that generator, so a seeded run is deterministic.
 
-    Images (``images=True``) come from ``renderer``: ``"mujoco"`` renders one world at a time
-    with the CPU rasterizer from a host copy of each world's state (correct but slow);
-    ``"mujoco_warp"`` renders all worlds in one batch on the physics device with MuJoCo Warp's
-    ray tracer (``WarpSceneRenderer``: same cameras, different shading, no motion blur).
+    Images (``images=True``) come from the renderer named ``renderer`` (``render.RENDERERS``):
+    ``"mujoco"`` renders one world at a time with the CPU rasterizer from a host copy of each
+    world's state (correct but slow); ``"mujoco_warp"`` renders all worlds in one batch on the
+    physics device with MuJoCo Warp's ray tracer (``WarpSceneRenderer``: same cameras,
+    different shading, no motion blur).
     """
 
     metadata = {"render_modes": [], "autoreset_mode": AutoresetMode.NEXT_STEP}
@@ -59,30 +59,29 @@ class PickSortVectorEnv(gym.vector.VectorEnv[dict[str, Any], np.ndarray, np.ndar
         images: bool = False,
         device: str | None = None,
         randomize_appearance: bool = False,
-        renderer: Literal["mujoco", "mujoco_warp"] = "mujoco",
+        renderer: str = "mujoco",
         env_state: bool = False,
     ) -> None:
-        if renderer not in ("mujoco", "mujoco_warp"):
-            raise ValueError(f"renderer must be 'mujoco' or 'mujoco_warp', got {renderer!r}")
+        if renderer not in RENDERERS:
+            raise ValueError(f"renderer: {RENDERERS.unknown(renderer)}")
         self.num_envs = num_envs
         self.task_spec, self.world_spec = apply_condition(
             condition, load_task(task), load_world(world)
         )
         self.condition = condition
         self.scene = build_scene(self.task_spec, self.world_spec, action_mode=action_mode)
-        self.physics = WarpPhysics(self.scene.model, num_envs, device=device)
+        self.physics = make_physics("mujoco_warp", self.scene.model, num_envs, device)
         self.cell = Cell(self.scene, self.physics)
         self.contract = Contract.of(self.scene.embodiment, action_mode)
         self.appearance = Appearance(self.scene, randomize_appearance, num_envs)
         self.images, self.env_state = images, env_state
         self.renderer_backend = renderer
-        self._renderer: SceneRenderer | None = None
-        self._warp_renderer: WarpSceneRenderer | None = None
-        # Whether an appearance was drawn since the Warp renderer last received one.
+        self._renderer: Renderer | None = None
+        # Whether an appearance was drawn since the renderer last received one.
         self._appearance_dirty = True
-        if images and renderer == "mujoco_warp":
+        if images:
             # Fail at construction rather than at the first reset (e.g. on motion blur).
-            self.warp_renderer()
+            self.renderer()
         self.single_observation_space = self.contract.observation_space(
             self.world_spec.render.obs_size, images, environment_state=env_state
         )
@@ -164,33 +163,19 @@ class PickSortVectorEnv(gym.vector.VectorEnv[dict[str, Any], np.ndarray, np.ndar
         return self.contract.join_action(arm, hand)
 
     # ----------------------------------------------------------------- observations
-    def renderer(self) -> SceneRenderer:
+    def renderer(self) -> Renderer:
+        """The renderer of the images (``renderer``), built on first use."""
         if self._renderer is None:
-            self._renderer = SceneRenderer(self.scene.model, self.world_spec)
+            self._renderer = make_renderer(self.renderer_backend, self.physics, self.world_spec)
         return self._renderer
-
-    def warp_renderer(self) -> WarpSceneRenderer:
-        """The batched renderer (``renderer="mujoco_warp"``), built on first use."""
-        if self._warp_renderer is None:
-            plans = plan_cameras(self.scene.model, self.world_spec)
-            self._warp_renderer = WarpSceneRenderer(self.physics, plans)
-        return self._warp_renderer
 
     def _images(self) -> dict[str, np.ndarray]:
         """Every world's views {camera: (N, H, W, 3) uint8} from the chosen renderer."""
-        if self.renderer_backend == "mujoco_warp":
-            warp = self.warp_renderer()
-            if self._appearance_dirty:
-                warp.set_appearance(self.appearance)
-                self._appearance_dirty = False
-            return warp.render()
-        views: dict[str, list[np.ndarray]] = {c: [] for c in self.contract.cameras}
-        for w in range(self.num_envs):
-            self.appearance.apply(self.scene.model, w)
-            rendered = self.renderer().render(self.physics.mjdata(w))
-            for c in self.contract.cameras:
-                views[c].append(rendered[c])
-        return {c: np.stack(v) for c, v in views.items()}
+        renderer = self.renderer()
+        if self._appearance_dirty:
+            renderer.set_appearance(self.appearance)
+            self._appearance_dirty = False
+        return renderer.render()
 
     def _obs(self) -> dict[str, Any]:
         cell = self.cell
@@ -222,6 +207,3 @@ class PickSortVectorEnv(gym.vector.VectorEnv[dict[str, Any], np.ndarray, np.ndar
         if self._renderer is not None:
             self._renderer.close()
             self._renderer = None
-        if self._warp_renderer is not None:
-            self._warp_renderer.close()
-            self._warp_renderer = None

@@ -20,6 +20,7 @@ import mujoco
 import numpy as np
 
 from r2s2r.optional import missing_extra
+from r2s2r.sim.physics import Contacts, Physics
 
 # The one place r2s2r imports MuJoCo Warp and Warp (the 'warp' extra).
 try:
@@ -45,6 +46,9 @@ _FATAL_OVERFLOW = int(
     | mjw.OverflowType.NARROWPHASE
     | mjw.OverflowType.CCD
 )
+# The contact type bit of contacts for the constraint solver (``ContactType.CONSTRAINT``, which
+# MuJoCo Warp 4.0 does not export); the others are those of collision sensors.
+_CONSTRAINT_CONTACT = 1
 # Model fields that ``set_world_params`` may batch over worlds.
 WORLD_PARAMS = (
     "geom_friction",
@@ -70,6 +74,17 @@ def _scatter(
     # Warp kernel code is typed by Warp, not by mypy.
     i, j = wp.tid()  # type: ignore[misc]
     out[worlds[i], cols[j]] = values[i, j]  # type: ignore[index]
+
+
+def warp_backend(physics: Physics, user: str) -> WarpPhysics:
+    """``physics`` as the ``mujoco_warp`` backend, for a ``user`` that works on its device
+    state (e.g. the batched renderer); any other backend is refused."""
+    if not isinstance(physics, WarpPhysics):
+        raise ValueError(
+            f"{user} works on the device state of physics 'mujoco_warp'; this physics is "
+            f"{type(physics).__name__} (use the 'mujoco' renderer, or physics='mujoco_warp')"
+        )
+    return physics
 
 
 def default_device() -> str:
@@ -101,6 +116,8 @@ class WarpPhysics:
         self._disabled &= (model.actuator_group >= 0) & (model.actuator_group < 31)
         self._graphs: dict[int, Any] = {}
         self._state: tuple[np.ndarray, np.ndarray] | None = None
+        # Every world's contacts (geoms (k, 2), dist (k,), world (k,)), read once per state.
+        self._contacts: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._kinematics_valid = False
         with wp.ScopedDevice(self.device):
             self._m = mjw.put_model(model)
@@ -148,8 +165,17 @@ class WarpPhysics:
             outputs=[out],
             device=self.device,
         )
+        self._changed()
+
+    def _changed(self) -> None:
+        """Forget what was read from the device: the state has changed."""
         self._state = None
+        self._contacts = None
         self._kinematics_valid = False
+
+    def _check_world(self, world: int) -> None:
+        if not 0 <= world < self.num_worlds:
+            raise IndexError(f"world {world} out of range for {self.num_worlds} worlds")
 
     def _check_overflow(self) -> None:
         flags = self._d.overflow.numpy() & _FATAL_OVERFLOW
@@ -217,8 +243,7 @@ class WarpPhysics:
             else:
                 for _ in range(nstep):
                     mjw.step(self._m, self._d)
-        self._state = None
-        self._kinematics_valid = False
+        self._changed()
         self._check_overflow()
 
     def state(self) -> tuple[np.ndarray, np.ndarray]:
@@ -228,6 +253,18 @@ class WarpPhysics:
             qvel = self._d.qvel.numpy().astype(np.float64)
             self._state = (qpos, qvel)
         return self._state
+
+    def set_state(self, world: int, qpos: np.ndarray, qvel: np.ndarray) -> None:
+        """Put ``world`` in the state ``qpos`` (nq,), ``qvel`` (nv,), everything else kept,
+        and recompute what follows from it (``forward``: the other worlds' derived
+        quantities are recomputed from their unchanged states)."""
+        self._check_world(world)
+        worlds = np.array([world])
+        with wp.ScopedDevice(self.device):
+            self._write(self._d.qpos, worlds, np.arange(self.model.nq), np.asarray(qpos)[None])
+            self._write(self._d.qvel, worlds, np.arange(self.model.nv), np.asarray(qvel)[None])
+            mjw.forward(self._m, self._d)
+        self._kinematics_valid = True
 
     def diverged(self) -> np.ndarray:
         """Worlds (N,) whose state is non-finite or beyond MuJoCo's mjMAXVAL (mujoco_warp
@@ -266,10 +303,42 @@ class WarpPhysics:
         mat = self._d.site_xmat.numpy()[:, ids].astype(np.float64)
         return pos, mat.reshape(self.num_worlds, len(ids), 3, 3)
 
+    def contacts(self, world: int) -> Contacts:
+        """The contacts of ``world`` that the last collision detection found (host copies of
+        the constraint contacts; those of collision sensors are left out, as MuJoCo C keeps
+        them out of ``MjData.contact``)."""
+        self._check_world(world)
+        if self._contacts is None:
+            con = self._d.contact
+            n = min(int(self._d.nacon.numpy()[0]), con.dist.shape[0])
+            kept = (con.type.numpy()[:n] & _CONSTRAINT_CONTACT) != 0
+            self._contacts = (
+                con.geom.numpy()[:n][kept],
+                con.dist.numpy()[:n][kept].astype(np.float64),
+                con.worldid.numpy()[:n][kept],
+            )
+        geom, dist, worldid = self._contacts
+        mine = worldid == world
+        return Contacts(geom[mine, 0], geom[mine, 1], dist[mine])
+
+    def mocap(self, world: int) -> tuple[np.ndarray, np.ndarray]:
+        """Poses of ``world``'s mocap bodies: pos (nmocap, 3), quat wxyz (nmocap, 4)."""
+        self._check_world(world)
+        pos = self._d.mocap_pos.numpy()[world].astype(np.float64)
+        return pos, self._d.mocap_quat.numpy()[world].astype(np.float64)
+
+    def set_mocap(self, world: int, mocap_id: int, pos: np.ndarray, quat: np.ndarray) -> None:
+        """Move mocap body ``mocap_id`` of ``world`` to ``pos`` (3,), ``quat`` wxyz (4,)."""
+        self._check_world(world)
+        for arr, value in ((self._d.mocap_pos, pos), (self._d.mocap_quat, quat)):
+            host = arr.numpy().copy()
+            host[world, mocap_id] = value
+            arr.assign(host)
+        self._kinematics_valid = False
+
     def mjdata(self, world: int) -> mujoco.MjData:
         """A new CPU ``MjData`` with ``world``'s state and its kinematics, cameras and lights."""
-        if not 0 <= world < self.num_worlds:
-            raise IndexError(f"world {world} out of range for {self.num_worlds} worlds")
+        self._check_world(world)
         qpos, qvel = self.state()
         data = mujoco.MjData(self.model)
         data.qpos[:] = qpos[world]
@@ -278,6 +347,8 @@ class WarpPhysics:
         if self.model.na:
             data.act[:] = self._d.act.numpy()[world]
         data.time = float(self._d.time.numpy()[world])
+        if self.model.nmocap:
+            data.mocap_pos[:], data.mocap_quat[:] = self.mocap(world)
         # Rendering also needs camera and light poses, which mj_kinematics leaves out.
         mujoco.mj_kinematics(self.model, data)
         mujoco.mj_comPos(self.model, data)

@@ -183,7 +183,8 @@ class DeviceRemap:
 
 
 class WarpSceneRenderer:
-    """RGB views (and head depth) of all worlds of a ``WarpPhysics``, rendered in one batch.
+    """RGB views (and head depth) of all worlds of a ``WarpPhysics``, rendered in one batch
+    (the ``mujoco_warp`` ``Renderer``).
 
     ``plans`` must come from ``plan_cameras(physics.model, world)``, which configures the
     host model's cameras that the render context reads. Images match the CPU

@@ -1,0 +1,65 @@
+"""The seam between a policy and what runs it: ``reset()``, ``infer(observation)`` -> an action
+chunk, and the metadata that says which robot, actions and rate the chunk is for.
+
+The observation is the dict the env returns (``PickSortEnv``: ``tcp_pose``, ``arm_joints``,
+``hand_joints``, ``instruction``, ``embodiment_id`` and, with cameras, ``images``); a chunk is
+the next ``action_horizon`` actions, executed one per control period before ``infer`` is called
+again (openpi's action-chunk broker).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol, get_args, runtime_checkable
+
+import numpy as np
+
+from r2s2r.sim.embodiment import EMBODIMENT_IDS, ActionMode
+
+
+class PolicyError(ValueError):
+    """A policy that cannot act (bad metadata, or no plan to follow)."""
+
+
+@dataclass(frozen=True)
+class PolicyMetadata:
+    """What a policy's actions are for."""
+
+    # The embodiment the actions drive (a key of ``EMBODIMENT_IDS``).
+    embodiment: str
+    # How an action commands the arms: TCP pose targets or joint targets (``ActionMode``).
+    action_mode: str
+    # Numbers per action (both arms).
+    action_dim: int
+    # Actions per chunk (H).
+    action_horizon: int
+    # Actions per second.
+    control_hz: float
+
+    def __post_init__(self) -> None:
+        if self.embodiment not in EMBODIMENT_IDS:
+            raise PolicyError(f"embodiment: {EMBODIMENT_IDS.unknown(self.embodiment)}")
+        modes = get_args(ActionMode)
+        if self.action_mode not in modes:
+            raise PolicyError(f"action_mode: expected one of {modes}, got {self.action_mode!r}")
+        for name in ("action_dim", "action_horizon"):
+            if getattr(self, name) < 1:
+                raise PolicyError(f"{name}: expected at least 1, got {getattr(self, name)}")
+        if not self.control_hz > 0:
+            raise PolicyError(f"control_hz: expected a positive rate, got {self.control_hz}")
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """Maps observations to action chunks."""
+
+    @property
+    def metadata(self) -> PolicyMetadata: ...
+
+    def reset(self) -> None:
+        """Start a new episode (forget what the last one left)."""
+        ...
+
+    def infer(self, observation: dict[str, Any]) -> np.ndarray:
+        """The next actions (action_horizon, action_dim) float64 for ``observation``."""
+        ...
