@@ -246,16 +246,17 @@ def test_appearance_randomization_draws_from_the_ranges() -> None:
 def test_every_registered_env_can_be_made_reset_and_stepped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # The repository's config without a grounded world (a user may have copied one there).
+    shutil.copytree(CONFIG, tmp_path / "config", ignore=shutil.ignore_patterns("grounded.yaml"))
+    monkeypatch.setenv("R2S2R_CONFIG_DIR", str(tmp_path / "config"))
     with pytest.raises(SpecError, match="grounded world does not exist"):
         gym.make("R2S2R/PickSort-Grounded-v0", images=False)
     # A grounded world written the way grounding writes one (a changed WorldSpec).
-    shutil.copytree(CONFIG, tmp_path / "config")
     nominal = yaml.safe_load((CONFIG / "world" / "nominal.yaml").read_text())
     nominal["name"] = "grounded"
     nominal["cameras"]["left_wrist"]["fx"] = 252.0
     nominal["layout"]["belt"]["pos"] = [0.024, 0.018, 0.786]
     (tmp_path / "config" / "world" / "grounded.yaml").write_text(yaml.safe_dump(nominal))
-    monkeypatch.setenv("R2S2R_CONFIG_DIR", str(tmp_path / "config"))
     for env_id in r2s2r.ENV_IDS:
         env = gym.make(env_id, images=True)
         obs, _ = env.reset(seed=0)
