@@ -22,11 +22,18 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/r2s2r sim demo --out outputs/demo
 
+# The tests run on one pytest-xdist worker per core (at most 4; tests sharing an expensive
+# module fixture or Warp's kernel compilation stay on one worker, see `xdist_group` in the
+# tests) and print the ten slowest. pytest-timeout stops any test after 450 s, one marked
+# slow after 1200 s (pyproject.toml, tests/conftest.py). `make test` skips the slow tests;
+# `make test-slow` runs only them; CI (.ci/run) runs lint, test, then test-slow.
+PYTEST := $(BIN)/python -m pytest -q -n auto --maxprocesses 4 --dist loadgroup --durations=10
+
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(PYTEST)
 
 test-slow: $(STAMP)
-	$(BIN)/python -m pytest -q -m slow
+	$(PYTEST) -m slow
 
 bench: $(STAMP)
 	$(BIN)/r2s2r sim bench
