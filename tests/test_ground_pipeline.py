@@ -26,9 +26,6 @@ from r2s2r.worlds import load_world
 SHORT_SYSID = SysIdConfig(
     arm_train_s=20.0, arm_held_out_s=8.0, hand_train_episodes=2, hand_val_episodes=1
 )
-# The tests on the module's grounding (two minutes to make) run on one pytest-xdist worker
-# (`--dist loadgroup`), so that only one worker makes it.
-SHARES_GROUNDING = pytest.mark.xdist_group("grounding")
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +39,6 @@ def grounded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, TwinRig, G
     return out, rig, result
 
 
-@SHARES_GROUNDING
 def test_grounded_world_meets_the_acceptance_figures(
     grounded: tuple[Path, TwinRig, Grounding],
 ) -> None:
@@ -60,7 +56,6 @@ def test_grounded_world_meets_the_acceptance_figures(
     assert figures["objects_accepted"] >= 2
 
 
-@SHARES_GROUNDING
 def test_outputs_are_written_and_usable(grounded: tuple[Path, TwinRig, Grounding]) -> None:
     out, _, result = grounded
     for name in ("report.md", "reprojection.png", "registration.png", "tcp.png", "grounding.json"):
@@ -95,7 +90,6 @@ def _copy(src: Path, dst: Path) -> Path:
     return dst
 
 
-@SHARES_GROUNDING
 @pytest.mark.parametrize(
     ("damage", "message"),
     [
@@ -128,7 +122,6 @@ def test_bad_captures_stop_without_a_partial_world(
     assert not (folder / "grounded.yaml").exists()
 
 
-@SHARES_GROUNDING
 def test_grounded_yaml_is_a_world_spec(grounded: tuple[Path, TwinRig, Grounding]) -> None:
     out, rig, _ = grounded
     world = WorldSpec.load(out / "grounded.yaml")
@@ -147,7 +140,6 @@ def test_ground_bench_meets_every_limit_on_other_seeds(seed: int) -> None:
     assert figures["failures"] == [], figures["failures"]
 
 
-@SHARES_GROUNDING
 def test_ground_all_cli_on_an_existing_capture(
     grounded: tuple[Path, TwinRig, Grounding], tmp_path: Path
 ) -> None:

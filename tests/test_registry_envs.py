@@ -32,15 +32,11 @@ WARP_WORLDS = 2
 HOLD_DRIFT_M = 1e-3
 
 
-def _case(world: str, condition: str, physics: str) -> Any:
-    # MuJoCo Warp compiles its kernels on first use; those tests share one pytest-xdist
-    # worker with the other Warp tests (see tests/test_warp.py).
-    marks = [pytest.mark.xdist_group("warp")] if physics == "mujoco_warp" else []
-    return pytest.param(world, condition, physics, marks=marks, id=f"{world}-{condition}-{physics}")
-
-
 CASES = [
-    _case(w, c, p) for w in WORLD_NAMES for c in CONDITIONS for p in typing.get_args(PhysicsName)
+    pytest.param(w, c, p, id=f"{w}-{c}-{p}")
+    for w in WORLD_NAMES
+    for c in CONDITIONS
+    for p in typing.get_args(PhysicsName)
 ]
 
 

@@ -32,10 +32,6 @@ from r2s2r.spec import TaskSpec, WorldSpec  # noqa: E402
 
 wp.config.log_level = wp.LOG_WARNING
 
-# Every test that compiles Warp kernels runs on one pytest-xdist worker (`--dist loadgroup`):
-# Warp's kernel cache is safe for two processes compiling at once, but each would compile.
-pytestmark = pytest.mark.xdist_group("warp")
-
 # MuJoCo Warp integrates in float32 and MuJoCo C in float64. Over a 0.5 s rollout with
 # contacts the two agree to about 1e-6 here; these bounds leave room for other solver
 # iteration counts and GPU summation order while still catching any modelling difference

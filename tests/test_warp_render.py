@@ -24,10 +24,6 @@ from r2s2r.sim.warp_render import DeviceRemap, WarpSceneRenderer  # noqa: E402
 from r2s2r.spec import TaskSpec, WorldSpec  # noqa: E402
 from r2s2r.spec.world import CAMERA_NAMES  # noqa: E402
 
-# Every test that compiles Warp kernels runs on one pytest-xdist worker (`--dist loadgroup`):
-# Warp's kernel cache is safe for two processes compiling at once, but each would compile.
-pytestmark = pytest.mark.xdist_group("warp")
-
 OBS_SIZE = (64, 64)
 # The ray tracer and the rasterizer shade differently (lighting model, texture filtering,
 # specular highlights, sites drawn only by MuJoCo), so whole images are compared by the mean
