@@ -22,11 +22,20 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/r2s2r sim demo --out outputs/demo
 
+# The tests run on one pytest-xdist worker per core (at most 4) and print the ten slowest.
+# `make test` skips the tests marked slow and keeps each test module on one worker
+# (--dist loadscope, in file order: by test count the grounding pipeline's module, whose
+# fixture takes two minutes, would start last), so a module fixture is made once;
+# `make test-slow` runs only the slow tests, spread test by test (--dist load).
+# pytest-timeout stops a test after 450 s, a slow one after 1200 s (pyproject.toml,
+# tests/conftest.py). CI (.ci/run) runs lint, test, then test-slow.
+PYTEST := $(BIN)/python -m pytest -q -n auto --maxprocesses 4 --durations=10
+
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(PYTEST) --dist loadscope --no-loadscope-reorder
 
 test-slow: $(STAMP)
-	$(BIN)/python -m pytest -q -m slow
+	$(PYTEST) --dist load -m slow
 
 bench: $(STAMP)
 	$(BIN)/r2s2r sim bench

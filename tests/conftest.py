@@ -1,4 +1,4 @@
-"""Shared fixtures. Rendering is headless (EGL) in every test."""
+"""Shared fixtures and the slow tests' time limit. Rendering is headless (EGL) in every test."""
 
 from __future__ import annotations
 
@@ -18,6 +18,16 @@ import pytest
 
 from r2s2r.spec import TaskSpec, WorldSpec
 from r2s2r.spec.worlds import load_task, load_world
+
+# pytest-timeout's limit for tests marked slow, in seconds (others: ``timeout`` in
+# pyproject.toml); a test's own ``@pytest.mark.timeout`` wins over both.
+SLOW_TIMEOUT_S = 1200
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("slow") and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT_S))
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import os
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -269,24 +268,6 @@ def test_invalid_intrinsics_raise(kwargs: dict[str, object], field: str) -> None
         Intrinsics(**args)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="dist"):
         Intrinsics("pinhole", 64, 48, 30.0, 30.0, 31.5, 23.5, (0.0,) * 3)
-
-
-def test_remap_cost() -> None:
-    """Print (not assert) the remap cost per 256x256 RGB image."""
-    intr = FISHEYE_NATIVE.scaled(256, 256)
-    remap = FisheyeRemap(intr, plan_wide_render(intr))
-    wide = np.random.default_rng(0).integers(
-        0, 255, (remap.wide.height, remap.wide.width, 3), dtype=np.uint8
-    )
-    out = np.empty((256, 256, 3), dtype=np.uint8)
-    remap(wide, out)
-    n = 200
-    t0 = time.perf_counter()
-    for _ in range(n):
-        remap(wide, out)
-    dt = (time.perf_counter() - t0) / n * 1e6
-    print(f"remap 256x256 from {remap.wide.width}x{remap.wide.height}: {dt:.1f} us/image")
-    assert out.shape == (256, 256, 3)
 
 
 def test_plan_respects_density_and_size_cap() -> None:

@@ -434,26 +434,25 @@ def test_info_json_and_view_contact_sheet(tmp_path: Path, lossless: Path) -> Non
     np.testing.assert_array_equal(tile[16:], last[16:])
 
 
-def test_write_throughput(tmp_path: Path) -> None:
-    """Prints the write throughput of 256x256 three-view frames (a figure, not a check)."""
-    # A smooth pattern with sensor-like noise (pure noise would be incompressible).
-    rng = np.random.default_rng(0)
-    yy, xx = np.mgrid[:256, :256]
-    phase = np.arange(3)
-    pattern = 128 + 60 * np.sin(xx[..., None] / 9.0) * np.cos(yy[..., None] / 13.0 + phase)
-    base = np.clip(pattern + rng.normal(0, 3, (256, 256, 3)), 0, 255).astype(np.uint8)
-    frames = [np.roll(base, k, axis=1) for k in range(50)]
-    start = time.perf_counter()
-    with DatasetWriter(tmp_path / "ds") as writer:
-        for k, img in enumerate(frames):
-            writer.add_frame({c: img for c in CAMERA_NAMES}, np.zeros(68), np.full(54, k, float))
-        writer.save_episode("t", True)
-    seconds = time.perf_counter() - start
-    size = sum(p.stat().st_size for p in (tmp_path / "ds").rglob("*") if p.is_file())
-    print(
-        f"\nwrite throughput (3 x 256x256 H.264 crf 23): {len(frames) / seconds:.0f} frames/s, "
-        f"{size / seconds / 1e6:.2f} MB/s written, "
-        f"{len(frames) * 3 * base.nbytes / seconds / 1e6:.1f} MB/s raw RGB in"
+def test_bench_json_has_the_writer_and_pyav_figures() -> None:
+    args = ["dataset", "bench", "--json", "--frames", "4", "--size", "32", "--repeats", "1"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    figures = json.loads(result.stdout)
+    rates = (
+        "writer_frames_per_s",
+        "writer_mb_per_s_written",
+        "writer_raw_mb_per_s_in",
+        "pyav_frames_per_s",
+        "pyav_mb_per_s_written",
+        "writer_over_pyav",
+    )
+    assert set(figures) == {"machine", "pyav", "video", "frames", *rates}
+    assert figures["frames"] == 4 and figures["video"].startswith("3 x 32x32 H.264 crf 23")
+    for key in rates:
+        assert figures[key] > 0, key
+    assert figures["writer_over_pyav"] == pytest.approx(
+        figures["writer_frames_per_s"] / figures["pyav_frames_per_s"]
     )
 
 

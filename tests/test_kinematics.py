@@ -94,7 +94,9 @@ def test_cpu_carry_route_goes_round_an_obstacle(cell) -> None:
     assert ok_in and ok_out and not free_segment(kin, q_in, q_out, PRESHAPE)
     dt = 0.02
     limits = JointLimits.share(kin.embodiment.arm_velocity_limits, 0.5, 3.0, 20.0)
-    carry = OmplCarry(limits, dt, plan_s=2.0)
+    # The budget only caps a search that fails (RRT-Connect stops at its first route); a
+    # generous one keeps a machine loaded by parallel tests from running it out.
+    carry = OmplCarry(limits, dt, plan_s=20.0)
     route = carry.carry(kin, q_in, q_out, PRESHAPE)
     assert route is not None
     # RRT-Connect is random; seeded from the problem, the route repeats, whatever was

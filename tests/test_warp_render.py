@@ -7,7 +7,6 @@ run compiles Warp kernels; later runs load them from Warp's kernel cache.
 from __future__ import annotations
 
 import copy
-import time
 from collections.abc import Iterator
 
 import cv2
@@ -173,8 +172,8 @@ def test_per_world_appearance(
 ) -> None:
     place_object(cell, OBJECT_POS)
     model = cell.scene.model
-    drawn = Appearance(cell.scene, "nominal", randomize=True, num_worlds=2)
-    nominal = Appearance(cell.scene, "nominal", randomize=False, num_worlds=2)
+    drawn = Appearance(cell.scene, randomize=True, num_worlds=2)
+    nominal = Appearance(cell.scene, randomize=False, num_worlds=2)
     for w, seed in enumerate((3, 4)):
         drawn.draw(np.random.default_rng(seed), w)
     # Beyond a summed light of about 1 MuJoCo's rasterizer saturates and the ray tracer does
@@ -257,18 +256,35 @@ def test_vector_env_warp_images(small_world: WorldSpec) -> None:
     env.close()
 
 
-def test_batched_render_rate(scene: Scene, small_world: WorldSpec) -> None:
-    """Print (not assert) the batched render rate on this machine."""
-    for nworld in (1, 4):
-        physics = WarpPhysics(scene.model, nworld)
-        renderer = WarpSceneRenderer(physics, plan_cameras(scene.model, small_world))
-        renderer.render()
-        n = 5
-        start = time.perf_counter()
-        for _ in range(n):
-            renderer.render()
-        rate = n / (time.perf_counter() - start)
-        print(f"nworld {nworld}: {rate:.1f} batched renders/s ({rate * nworld:.1f} world views/s)")
+def test_sim_bench_json_has_the_batched_render_figures() -> None:
+    """``r2s2r sim bench`` with Warp batch sizes adds batched render rates against the CPU
+    renderer on the same worlds (tiny sizes: the figures are checked, not their values)."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from r2s2r.cli import app
+
+    args = ["sim", "bench", "--json", "--seconds", "0.2", "--warp-sizes", "1,2"]
+    result = CliRunner().invoke(app, [*args, "--warp-render-size", "32,32"])
+    assert result.exit_code == 0, result.output
+    figures = json.loads(result.stdout)
+    assert figures["warp_render_device"] == figures["warp_device"]
+    assert figures["warp_render_obs_size"] == "32x32"
+    for key in (
+        "warp_world_steps_per_s",
+        "warp_batched_renders_per_s",
+        "warp_render_frame_sets_per_s",
+        "cpu_render_frame_sets_per_s",
+        "warp_render_over_cpu",
+    ):
+        assert set(figures[key]) == {"1", "2"}, key
+        assert all(v > 0 for v in figures[key].values()), key
+    sets = figures["warp_render_frame_sets_per_s"]
+    assert sets["2"] == pytest.approx(2 * figures["warp_batched_renders_per_s"]["2"])
+    assert figures["warp_render_over_cpu"]["1"] == pytest.approx(
+        sets["1"] / figures["cpu_render_frame_sets_per_s"]["1"]
+    )
 
 
 def test_both_renderers_share_one_interface(cell: Cell, small_world: WorldSpec) -> None:
@@ -278,7 +294,7 @@ def test_both_renderers_share_one_interface(cell: Cell, small_world: WorldSpec) 
     for name in RENDERERS.names():
         renderer = make_renderer(name, cell.physics, small_world, depth=True)
         assert isinstance(renderer, Renderer)
-        renderer.set_appearance(Appearance(cell.scene, "nominal", randomize=False, num_worlds=2))
+        renderer.set_appearance(Appearance(cell.scene, randomize=False, num_worlds=2))
         views = renderer.render()
         depth = renderer.render_depth()
         assert all(v.dtype == np.uint8 for v in views.values()) and depth.dtype == np.float32

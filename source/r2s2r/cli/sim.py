@@ -51,12 +51,20 @@ def bench(
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
     seconds: Annotated[float, typer.Option(help="time per measurement")] = 3.0,
     warp_sizes: Annotated[str, typer.Option(help="MuJoCo Warp batch sizes, '' to skip")] = "1,8,64",
+    warp_render_size: Annotated[
+        str, typer.Option(help="W,H of the batched Warp renders, '' for the world's")
+    ] = "",
 ) -> None:
-    """Measure env physics and rendering throughput against raw MuJoCo."""
+    """Measure env physics and rendering throughput against raw MuJoCo, and MuJoCo Warp's
+    batched stepping and rendering (against the CPU renderer) at the given batch sizes."""
     from r2s2r.sim.bench import run_bench
 
     sizes = tuple(int(s) for s in warp_sizes.split(",") if s.strip())
-    result = run_bench(seconds=seconds, warp_sizes=sizes)
+    render_size = tuple(int(s) for s in warp_render_size.split(",") if s.strip())
+    if render_size and len(render_size) != 2:
+        raise ValueError(f"--warp-render-size must be W,H, got {warp_render_size!r}")
+    obs_size = (render_size[0], render_size[1]) if render_size else None
+    result = run_bench(seconds=seconds, warp_sizes=sizes, warp_obs_size=obs_size)
     if as_json:
         typer.echo(json.dumps(result, indent=2))
         return

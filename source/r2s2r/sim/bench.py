@@ -1,4 +1,5 @@
-"""``r2s2r sim bench``: physics and rendering throughput of the env against raw MuJoCo."""
+"""``r2s2r sim bench``: physics and rendering throughput of the env against raw MuJoCo, and
+MuJoCo Warp's batched stepping and rendering."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ def machine() -> str:
     return f"{name}, {os.cpu_count()} cores, {platform.system()}"
 
 
-def _rate(fn: Callable[[], None], seconds: float, per_call: int = 1) -> float:
+def _rate(fn: Callable[[], object], seconds: float, per_call: int = 1) -> float:
     """Calls of ``fn`` per second (times ``per_call``), after one warm-up call."""
     fn()
     n, start = 0, time.perf_counter()
@@ -165,14 +166,65 @@ def bench_warp(batch_sizes: tuple[int, ...], steps: int = 20) -> dict[str, Any]:
     return {"warp_device": device, "warp_world_steps_per_s": rates}
 
 
-def run_bench(seconds: float = 3.0, warp_sizes: tuple[int, ...] = (1, 8, 64)) -> dict[str, Any]:
-    """Every figure of ``r2s2r sim bench``."""
+def bench_warp_render(
+    batch_sizes: tuple[int, ...], seconds: float = 3.0, obs_size: tuple[int, int] | None = None
+) -> dict[str, Any]:
+    """Batched three-view renders of MuJoCo Warp worlds against MuJoCo's CPU rasterizer
+    rendering the same worlds one by one (``mujoco`` renderer: each world's state copied to
+    the host, then rendered), at each batch size (``obs_size`` (W, H) overrides the world's).
+    A frame set is one world's three views."""
+    from r2s2r.sim.cell import Cell
+    from r2s2r.sim.physics import make_physics
+    from r2s2r.sim.render import make_renderer
+    from r2s2r.sim.scene import build_scene
+    from r2s2r.spec.worlds import load_task, load_world
+
+    world = load_world("nominal")
+    if obs_size is not None:
+        world = world.replace(render=world.render.model_copy(update={"obs_size": obs_size}))
+    scene = build_scene(load_task("pick_sort"), world, action_mode="tcp")
+    per_size = seconds / (2 * len(batch_sizes))
+    batches: dict[str, float] = {}
+    warp_sets: dict[str, float] = {}
+    cpu_sets: dict[str, float] = {}
+    device = "?"
+    for n in batch_sizes:
+        physics = make_physics("mujoco_warp", scene.model, n)
+        device = str(getattr(physics, "device", "?"))
+        Cell(scene, physics).reset(np.arange(n), [np.random.default_rng(i) for i in range(n)])
+        warp = make_renderer("mujoco_warp", physics, world)
+        cpu = make_renderer("mujoco", physics, world)
+        # ``_rate`` renders once outside the timing (the Warp kernels compile then).
+        rate = _rate(warp.render, per_size)
+        batches[str(n)] = rate
+        warp_sets[str(n)] = rate * n
+        cpu_sets[str(n)] = _rate(cpu.render, per_size, per_call=n)
+        warp.close()
+        cpu.close()
+    return {
+        "warp_render_device": device,
+        "warp_render_obs_size": "x".join(str(v) for v in world.render.obs_size),
+        "warp_batched_renders_per_s": batches,
+        "warp_render_frame_sets_per_s": warp_sets,
+        "cpu_render_frame_sets_per_s": cpu_sets,
+        "warp_render_over_cpu": {k: warp_sets[k] / cpu_sets[k] for k in warp_sets},
+    }
+
+
+def run_bench(
+    seconds: float = 3.0,
+    warp_sizes: tuple[int, ...] = (1, 8, 64),
+    warp_obs_size: tuple[int, int] | None = None,
+) -> dict[str, Any]:
+    """Every figure of ``r2s2r sim bench``; the MuJoCo Warp ones only with ``warp_sizes``
+    (their batched renders at ``warp_obs_size``, default the world's)."""
     out: dict[str, Any] = {"machine": machine(), "mujoco": mujoco.__version__}
     out.update(bench_physics(seconds))
     out.update(bench_render(seconds))
     if warp_sizes:
         try:
             out.update(bench_warp(warp_sizes))
+            out.update(bench_warp_render(warp_sizes, seconds, warp_obs_size))
         except ImportError as err:
             out["warp_error"] = f"{err} (install the 'warp' extra: pip install -e '.[warp]')"
     return out
