@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -48,7 +49,14 @@ def capture(
     rig, task, nominal = open_rig(request.rig, request.seed, request.config, native_cameras=True)
     try:
         report(progress, "capture", 0, 1)
-        capture_all(rig, request.out, nominal, seed=request.seed, check=_check(cancel))
+        capture_all(
+            rig,
+            request.out,
+            nominal,
+            seed=request.seed,
+            progress=progress is None,
+            check=_check(cancel),
+        )
         report(progress, "capture", 1, 1)
     finally:
         rig.close()
@@ -68,7 +76,7 @@ def ground(
     else:
         task, nominal = capture(request, progress, cancel)
     report(progress, "ground", 0, 1)
-    result = ground_all(request.out, nominal, task, check=_check(cancel))
+    result = ground_all(request.out, nominal, task, progress=progress is None, check=_check(cancel))
     report(progress, "ground", 1, 1)
     if cancel is not None:
         cancel.check("grounding")
@@ -77,5 +85,8 @@ def ground(
     return GroundResult(result, path, request.out / "report.md")
 
 
-def _check(cancel: Cancel | None) -> Any:
-    return None if cancel is None else lambda: cancel.check("grounding")
+def _check(cancel: Cancel | None) -> Callable[[], None] | None:
+    """The pipeline's check between stages: raises ``Cancelled`` once ``cancel`` is set."""
+    if cancel is None:
+        return None
+    return lambda: cancel.check("grounding")

@@ -7,7 +7,7 @@ import json
 import logging
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -68,9 +68,9 @@ def generate(
     grasps and planned routes), execute them in simulation without cameras, keep the
     successes (rendered from their recorded states) as a dataset, and log every attempt with
     its failure reason (DIR/generation/attempts.jsonl). Rerun to resume."""
-    from tqdm import tqdm
-
-    from r2s2r.behavior.generate import GenerateCfg, Generator
+    from r2s2r.app.generate import generate as run_generate
+    from r2s2r.behavior.generate import GenerateCfg
+    from r2s2r.cli.progress import progress_bar
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     options = {
@@ -88,21 +88,8 @@ def generate(
         "workers": workers,
     }
     cfg = GenerateCfg.from_dict(options, source="r2s2r generate")
-    gen = Generator(cfg)
-    counts = {"kept": 0, "attempts": 0}
-    with tqdm(total=episodes, desc="generate", unit="ep", disable=as_json) as bar:
-
-        def progress(record: dict[str, Any]) -> None:
-            counts["attempts"] += 1
-            counts["kept"] += record["kept"]
-            bar.update(int(record["kept"]))
-            rate = counts["kept"] / counts["attempts"]
-            bar.set_postfix(attempted=counts["attempts"], rate=f"{rate:.0%}")
-
-        try:
-            summary = gen.run(progress)
-        finally:
-            gen.close()
+    with progress_bar(episodes, "generate", "ep", disable=as_json) as progress:
+        summary = run_generate(cfg, progress).summary
     if as_json:
         typer.echo(json.dumps(summary, indent=2))
         return

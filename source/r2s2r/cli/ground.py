@@ -11,8 +11,7 @@ import typer
 from r2s2r.cli.record import RigKind
 
 if TYPE_CHECKING:
-    from r2s2r.rig.interfaces import Rig
-    from r2s2r.spec import TaskSpec, WorldSpec
+    pass
 
 app = typer.Typer(no_args_is_help=True, help="World grounding: calibration, registration, sysid.")
 
@@ -66,22 +65,6 @@ def calibrate(
         typer.echo(f"{view:32s} rejected: {reason}")
 
 
-def _open_rig(rig: RigKind, seed: int, config: Path | None) -> tuple[Rig, TaskSpec, WorldSpec]:
-    """The rig (cameras at their own resolution), its task and its nominal world."""
-    from r2s2r.spec.worlds import load_task, load_world
-
-    if rig is RigKind.twin:
-        from r2s2r.rig.twin import TwinRig
-
-        twin = TwinRig(seed=seed, native_cameras=True)
-        return twin, twin.task, twin.nominal
-    if config is None:
-        raise typer.BadParameter("--rig hardware needs --config PATH (the cell's hardware YAML)")
-    from r2s2r.rig.hardware import HardwareRig
-
-    return HardwareRig.from_config(config), load_task("pick_sort"), load_world("nominal")
-
-
 def _print_summary(summary: dict[str, Any]) -> None:
     typer.echo("camera        fx        fy        cx       cy   fit px   LOO px   CAD px")
     for name, c in summary["cameras"].items():
@@ -118,10 +101,10 @@ def capture(
     config: ConfigOpt = None,
 ) -> None:
     """Capture board views, RGB-D of the cell and excitation recordings through a rig."""
-    from r2s2r.ground.pipeline import capture_all
+    from r2s2r.app.ground import GroundRequest
+    from r2s2r.app.ground import capture as run_capture
 
-    rig_obj, _, nominal = _open_rig(rig, seed, config)
-    capture_all(rig_obj, out, nominal, seed=seed)
+    run_capture(GroundRequest(out=out, rig=rig.value, seed=seed, config=config))
     typer.echo(f"{out}: captured (cameras/, scene/, sysid/, replay/)")
 
 
@@ -137,21 +120,16 @@ def ground_all_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Capture, calibrate, register and identify; write OUT/grounded.yaml and OUT/report.md."""
-    from r2s2r.ground.pipeline import capture_all, ground_all, write_grounding
-    from r2s2r.spec.worlds import load_task, load_world
+    from r2s2r.app.ground import GroundRequest, ground
 
-    if reuse:
-        task, nominal = load_task("pick_sort"), load_world("nominal")
-    else:
-        rig_obj, task, nominal = _open_rig(rig, seed, config)
-        capture_all(rig_obj, out, nominal, seed=seed)
-    result = ground_all(out, nominal, task)
-    path = write_grounding(result, out)
+    result = ground(GroundRequest(out=out, rig=rig.value, seed=seed, config=config, reuse=reuse))
     if as_json:
         typer.echo(json.dumps(result.summary(), indent=2, default=float))
         return
     _print_summary(result.summary())
-    typer.echo(f"wrote {path} and {out / 'report.md'} ({result.seconds:.0f} s)")
+    typer.echo(
+        f"wrote {result.world_path} and {result.report_path} ({result.grounding.seconds:.0f} s)"
+    )
 
 
 @app.command()

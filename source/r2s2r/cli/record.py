@@ -53,11 +53,10 @@ def record(
     q quit. With --scripted the twin's scripted operator drives and takes end on the twin's
     verdict or at the time limit; d / r / q still work.
     """
-    from tqdm import tqdm
-
-    from r2s2r.app.jobs import Progress, RequestError
+    from r2s2r.app.jobs import RequestError
     from r2s2r.app.record import RecordRequest, check_request
     from r2s2r.app.record import record as run_record
+    from r2s2r.cli.progress import progress_bar
     from r2s2r.data.record import KEYS_HELP, StdinKeys
 
     logging.basicConfig(level=logging.INFO if not scripted else logging.WARNING)
@@ -80,12 +79,7 @@ def record(
         keys = StdinKeys() if not scripted else None
         if keys is not None:
             typer.echo(f"keys: {KEYS_HELP}", err=True)
-        with tqdm(total=episodes, desc="record", unit="ep") as bar:
-
-            def progress(p: Progress) -> None:
-                bar.update(p.done - bar.n)
-                bar.set_postfix_str(p.message)
-
+        with progress_bar(episodes, "record", "ep") as progress:
             result = run_record(request, keys, progress)
     except RequestError as err:
         typer.echo(f"error: {err}", err=True)
