@@ -114,3 +114,15 @@ def test_the_planner_builds_its_carry_planner_by_name() -> None:
     assert planner.carry.plan_s == 2.0 and planner.carry.dt == planner.dt
     with pytest.raises(RegistryError, match="unknown planner 'gpu'"):
         Planner(env.world_spec, env.task_spec, env.cell, carry="gpu")
+
+
+def test_safety_limits_are_a_checked_spec() -> None:
+    from r2s2r.rig.safety import SafetyLimits
+
+    assert SafetyLimits().replace(max_jump_m=0.1).max_jump_m == 0.1
+    with pytest.raises(pydantic.ValidationError, match="stop_after_s 0.05 must exceed"):
+        SafetyLimits(stop_after_s=0.05)
+    with pytest.raises(pydantic.ValidationError, match="must lie below workspace_max"):
+        SafetyLimits(workspace_min=(0.0, 0.0, 2.0))
+    with pytest.raises(pydantic.ValidationError, match="max_lin_vel"):
+        SafetyLimits(max_lin_vel=0.0)

@@ -141,6 +141,8 @@ def test_ground_bench_meets_every_limit_on_other_seeds(seed: int) -> None:
     assert figures["failures"] == [], figures["failures"]
 
 
+# Slow: it grounds the capture a second time (about 90 s), through the CLI; CI runs it.
+@pytest.mark.slow
 def test_ground_all_cli_on_an_existing_capture(
     grounded: tuple[Path, TwinRig, Grounding], tmp_path: Path
 ) -> None:

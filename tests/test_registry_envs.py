@@ -1,13 +1,11 @@
 """Every world x condition x physics backend the project knows, as mujoco_playground tests
 every registered environment: build it through the gymnasium registry, reset, hold a few
 control steps; the observations stay finite and inside the observation space and nothing
-diverges. The lists come from the project (``WORLD_NAMES``, ``CONDITIONS``, ``PhysicsName``),
+diverges. The lists come from the project's registries (``WORLDS``, ``CONDITIONS``, ``PHYSICS``),
 so a new world, condition or backend is covered (or fails here until it is)."""
 
 from __future__ import annotations
 
-import shutil
-import typing
 from pathlib import Path
 from typing import Any
 
@@ -16,11 +14,10 @@ import numpy as np
 import pytest
 
 import r2s2r  # noqa: F401  (registers the envs)
-from r2s2r.paths import config_dir
-from r2s2r.sim.cell import CONDITIONS
-from r2s2r.sim.physics import PhysicsName
+from r2s2r.sim.physics import PHYSICS
 from r2s2r.spec import WorldSpec
-from r2s2r.worlds import WORLD_NAMES, load_world
+from r2s2r.spec.conditions import CONDITIONS
+from r2s2r.spec.worlds import WORLDS, load_world
 
 ENV_ID = "R2S2R/PickSort-v0"
 # Control steps held after the reset (0.1 s at 50 Hz).
@@ -34,18 +31,18 @@ HOLD_DRIFT_M = 1e-3
 
 CASES = [
     pytest.param(w, c, p, id=f"{w}-{c}-{p}")
-    for w in WORLD_NAMES
-    for c in CONDITIONS
-    for p in typing.get_args(PhysicsName)
+    for w in WORLDS.names()
+    for c in CONDITIONS.names()
+    for p in PHYSICS.names()
 ]
 
 
 @pytest.fixture(scope="module")
 def config(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The project's config folder plus a grounded world: the nominal WorldSpec with a few
-    values changed, as grounding writes one."""
+    """A user's config folder holding a grounded world (the presets come from the package):
+    the nominal WorldSpec with a few values changed, as grounding writes one."""
     root = tmp_path_factory.mktemp("config") / "config"
-    shutil.copytree(config_dir(), root)
+    (root / "world").mkdir(parents=True)
     data = load_world("nominal").model_dump(mode="json")
     data["name"] = "grounded"
     data["cameras"]["left_wrist"]["fx"] *= 1.02

@@ -24,11 +24,12 @@ except ModuleNotFoundError:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "source"))
     from r2s2r.sim.cell import DROPPED, PENDING, SORTED, Cell
 
-from r2s2r.sim.physics import MujocoPhysics  # noqa: E402
+from r2s2r.sim.physics import MujocoPhysics, make_physics  # noqa: E402
 from r2s2r.sim.scene import Scene, build_scene  # noqa: E402
 from r2s2r.sim.vector_env import PickSortVectorEnv  # noqa: E402
 from r2s2r.sim.warp_physics import WarpPhysics  # noqa: E402
 from r2s2r.spec import TaskSpec, WorldSpec  # noqa: E402
+from r2s2r.spec.conditions import apply_condition  # noqa: E402
 
 wp.config.log_level = wp.LOG_WARNING
 
@@ -121,11 +122,12 @@ def _place(cell: Cell, pos: np.ndarray, vel: np.ndarray) -> None:
         cell.physics.write_qpos(np.array([w]), adr, qpos[None], vadr, qvel[None])
 
 
-def test_unpicked_object_is_dropped_on_both_backends(scene: Scene) -> None:
-    belt = scene.world.layout.belt
+def test_unpicked_object_is_dropped_on_both_backends(task: TaskSpec, world: WorldSpec) -> None:
+    fast = build_scene(*apply_condition("fast_belt", task, world))
+    belt = fast.world.layout.belt
     for cell in (
-        Cell(scene, MujocoPhysics(scene.model), "fast_belt"),
-        Cell(scene, WarpPhysics(scene.model, 3), "fast_belt"),
+        Cell(fast, make_physics("mujoco", fast.model)),
+        Cell(fast, make_physics("mujoco_warp", fast.model, 3)),
     ):
         cell.reset(np.arange(cell.n), [np.random.default_rng(s) for s in range(cell.n)])
         # Skip most of the ride: start each object shortly before the belt's downstream end.

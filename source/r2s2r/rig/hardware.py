@@ -24,7 +24,7 @@ from r2s2r.rig.drivers.flexiv import CartesianLimits, FlexivArm
 from r2s2r.rig.drivers.manual import ManualConveyor, OperatorPresenter, Prompt
 from r2s2r.rig.drivers.manus import ManusGlove
 from r2s2r.rig.drivers.opencv_camera import OpenCVCamera
-from r2s2r.rig.drivers.spec import CameraConfig, HardwareSpec, OpenCVCameraConfig
+from r2s2r.rig.drivers.spec import CameraDriverCfg, HardwareSpec, OpenCVCameraCfg
 from r2s2r.rig.drivers.vive import OpenVRSession, ViveTracker
 from r2s2r.rig.drivers.wuji import WujiHand
 from r2s2r.rig.drivers.zed import ZedCamera
@@ -245,11 +245,11 @@ def build_rig(spec: HardwareSpec, prompt: Prompt = input) -> HardwareRig:
 
 
 def _open_camera(
-    name: str, cfg: CameraConfig, world: WorldSpec, clock: Callable[[], float]
+    name: str, cfg: CameraDriverCfg, world: WorldSpec, clock: Callable[[], float]
 ) -> Camera:
     """Open one camera with its configured intrinsics, else the world's for the same name."""
     intr = Intrinsics.from_spec(cfg.intrinsics or world.cameras[name])
-    if isinstance(cfg, OpenCVCameraConfig):
+    if isinstance(cfg, OpenCVCameraCfg):
         return OpenCVCamera(
             cfg.device, intr, fps=cfg.fps, name=name, clock=clock, fourcc=cfg.fourcc
         )

@@ -15,30 +15,46 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
+from pydantic import model_validator
 
 from r2s2r.rig.interfaces import Arm, ArmState, Camera, Hand, HandState
 from r2s2r.sim.embodiment import Embodiment
+from r2s2r.spec import Spec
+from r2s2r.spec.base import Pos
 
 log = logging.getLogger("r2s2r.safety")
 
 
-@dataclass(frozen=True)
-class SafetyLimits:
+class SafetyLimits(Spec):
     """Limits the supervisor enforces (cell frame, metres, radians, seconds); the hands'
     joint ranges are the embodiment's."""
 
     workspace_min: tuple[float, float, float] = (-1.0, -0.9, 0.78)
     workspace_max: tuple[float, float, float] = (1.0, 0.35, 1.6)
     # How fast the commanded TCP target may move.
-    max_lin_vel: float = 1.0
-    max_ang_vel: float = 2.5
+    max_lin_vel: Pos = 1.0
+    max_ang_vel: Pos = 2.5
     # A target further than this from the last accepted one is refused outright.
-    max_jump_m: float = 0.25
+    max_jump_m: Pos = 0.25
     # Command gaps: hold the current pose after this long, stop the arm after this long.
-    hold_after_s: float = 0.1
-    stop_after_s: float = 0.5
+    hold_after_s: Pos = 0.1
+    stop_after_s: Pos = 0.5
     # A watched camera whose newest frame is older than this makes the arms hold.
-    camera_timeout_s: float = 0.2
+    camera_timeout_s: Pos = 0.2
+
+    @model_validator(mode="after")
+    def _check(self) -> SafetyLimits:
+        low, high = np.asarray(self.workspace_min), np.asarray(self.workspace_max)
+        if not (low < high).all():
+            raise ValueError(
+                f"workspace_min {self.workspace_min} must lie below workspace_max "
+                f"{self.workspace_max} on every axis"
+            )
+        if self.stop_after_s <= self.hold_after_s:
+            raise ValueError(
+                f"stop_after_s {self.stop_after_s} must exceed hold_after_s {self.hold_after_s}"
+            )
+        return self
 
 
 @dataclass(frozen=True)

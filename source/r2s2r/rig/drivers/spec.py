@@ -19,7 +19,7 @@ PosFloat = Annotated[float, Field(gt=0)]
 Quat = tuple[float, float, float, float]
 
 
-class ArmLimitsConfig(Spec):
+class ArmLimitsCfg(Spec):
     """Velocity and acceleration limits of the arms' own motion generator (m, rad, s)."""
 
     max_linear_vel: PosFloat = 0.5
@@ -28,7 +28,7 @@ class ArmLimitsConfig(Spec):
     max_angular_acc: PosFloat = 5.0
 
 
-class ArmConfig(Spec):
+class ArmCfg(Spec):
     """One Flexiv arm: its serial, joint group and base pose in the cell (default: the world's)."""
 
     serial: Annotated[str, Field(min_length=1)]
@@ -36,13 +36,13 @@ class ArmConfig(Spec):
     base_pose: Pose | None = None
 
 
-class HandConfig(Spec):
+class HandCfg(Spec):
     """One Wuji hand; ``serial`` picks it when several are plugged in."""
 
     serial: str | None = None
 
 
-class OpenCVCameraConfig(Spec):
+class OpenCVCameraCfg(Spec):
     """A UVC camera read through OpenCV (the fisheye wrist cameras)."""
 
     driver: Literal["opencv"]
@@ -52,7 +52,7 @@ class OpenCVCameraConfig(Spec):
     intrinsics: IntrinsicsSpec | None = None
 
 
-class ZedCameraConfig(Spec):
+class ZedCameraCfg(Spec):
     """The ZED head camera: SDK where installed (``auto``), or forced ``sdk`` / ``uvc``."""
 
     driver: Literal["zed"]
@@ -64,10 +64,10 @@ class ZedCameraConfig(Spec):
     intrinsics: IntrinsicsSpec | None = None
 
 
-CameraConfig = Annotated[OpenCVCameraConfig | ZedCameraConfig, Field(discriminator="driver")]
+CameraDriverCfg = Annotated[OpenCVCameraCfg | ZedCameraCfg, Field(discriminator="driver")]
 
 
-class GloveConfig(Spec):
+class GloveCfg(Spec):
     """A Manus glove behind a ZMQ bridge, and the Vive tracker on the same wrist."""
 
     endpoint: Annotated[str, Field(min_length=1)]
@@ -77,7 +77,7 @@ class GloveConfig(Spec):
     wrist_rotation: Quat = (1.0, 0.0, 0.0, 0.0)
 
 
-class ConveyorConfig(Spec):
+class ConveyorCfg(Spec):
     """The belt, set by the operator; ``initial_speed`` is what it runs at when the rig opens."""
 
     initial_speed: Annotated[float, Field(ge=0)] = 0.0
@@ -90,10 +90,10 @@ class HardwareSpec(Spec):
     # the operator presents (preset names or YAML paths).
     world: str = "nominal"
     task: str = "pick_sort"
-    arms: dict[Side, ArmConfig]
-    arm_limits: ArmLimitsConfig = ArmLimitsConfig()
+    arms: dict[Side, ArmCfg]
+    arm_limits: ArmLimitsCfg = ArmLimitsCfg()
     connect_timeout_s: PosFloat = 30.0
-    hands: dict[Side, HandConfig] = {}
-    cameras: dict[CameraName, CameraConfig] = {}
-    gloves: dict[Side, GloveConfig] = {}
-    conveyor: ConveyorConfig = ConveyorConfig()
+    hands: dict[Side, HandCfg] = {}
+    cameras: dict[CameraName, CameraDriverCfg] = {}
+    gloves: dict[Side, GloveCfg] = {}
+    conveyor: ConveyorCfg = ConveyorCfg()
