@@ -16,6 +16,10 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	# openpi's robot-side client, which the policy server's tests drive: it pins numpy < 2,
+	# which the rest of the stack outgrew, and its websocket client needs only packages
+	# already installed (msgpack, websockets), so it goes in without its pins.
+	$(BIN)/python -m pip install --quiet --no-deps "openpi-client==0.1.2"
 	@touch $(STAMP)
 	@echo "r2s2r installed: $(BIN)/r2s2r"
 

@@ -72,7 +72,9 @@ def test_following_a_plan_in_a_closed_loop_reproduces_executing_it(
 def test_a_plan_policy_holds_the_last_command_and_rewinds_on_reset() -> None:
     commands = np.arange(5 * 54, dtype=float).reshape(5, 54)
     policy = PlanPolicy(commands, horizon=3)
-    assert policy.metadata == PolicyMetadata("rizon4s_wuji2_bimanual", "tcp", 54, 3, 50.0)
+    assert policy.metadata == PolicyMetadata(
+        "rizon4s_wuji2_bimanual", "tcp", 54, 3, 50.0, state_dim=68
+    )
     np.testing.assert_array_equal(policy.infer({}), commands[:3])
     np.testing.assert_array_equal(policy.infer({}), commands[[3, 4, 4]])
     np.testing.assert_array_equal(policy.infer({}), commands[[4, 4, 4]])

@@ -35,6 +35,12 @@ class PolicyMetadata:
     action_horizon: int
     # Actions per second.
     control_hz: float
+    # The camera views the policy reads (none for a policy that ignores images).
+    cameras: tuple[str, ...] = ()
+    # The proprio vector's size, and how many past samples (oldest first, the newest is now)
+    # a request in the dataset's form carries as ``observation.state`` (state_history, state_dim).
+    state_dim: int = 0
+    state_history: int = 1
 
     def __post_init__(self) -> None:
         if self.embodiment not in EMBODIMENT_IDS:
@@ -42,11 +48,17 @@ class PolicyMetadata:
         modes = get_args(ActionMode)
         if self.action_mode not in modes:
             raise PolicyError(f"action_mode: expected one of {modes}, got {self.action_mode!r}")
-        for name in ("action_dim", "action_horizon"):
+        for name in ("action_dim", "action_horizon", "state_history"):
             if getattr(self, name) < 1:
                 raise PolicyError(f"{name}: expected at least 1, got {getattr(self, name)}")
         if not self.control_hz > 0:
             raise PolicyError(f"control_hz: expected a positive rate, got {self.control_hz}")
+
+
+# A request in the dataset's form (what a policy server receives): one (H, W, 3) uint8 image
+# per camera under ``data.config.IMAGE_PREFIX + camera``, ``data.config.STATE_KEY``
+# (state_history, state_dim) float32 oldest first, and ``TASK_KEY``, the instruction.
+TASK_KEY = "task"
 
 
 @runtime_checkable
@@ -61,5 +73,6 @@ class Policy(Protocol):
         ...
 
     def infer(self, observation: dict[str, Any]) -> np.ndarray:
-        """The next actions (action_horizon, action_dim) float64 for ``observation``."""
+        """The next actions (action_horizon, action_dim) float64 for ``observation``: the
+        env's observation dict, or a request in the dataset's form (see ``TASK_KEY``)."""
         ...

@@ -34,7 +34,9 @@ class PlanPolicy:
                 f"commands: expected a plan (T, {dim}) with T >= 1, got shape {commands.shape}"
             )
         self.commands = commands
-        self._metadata = PolicyMetadata(embodiment.name, "tcp", dim, horizon, control_hz)
+        self._metadata = PolicyMetadata(
+            embodiment.name, "tcp", dim, horizon, control_hz, state_dim=embodiment.state_dim
+        )
         self._next = 0
 
     @classmethod
