@@ -38,3 +38,14 @@ def task() -> TaskSpec:
 @pytest.fixture(scope="session")
 def world() -> WorldSpec:
     return load_world("nominal")
+
+
+@pytest.fixture(scope="session")
+def recorded_demos(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Three short takes of the twin's scripted operator, recorded with 64 px views: the real
+    recording path, small enough for policy tests (about 30 s on 2 cores)."""
+    from r2s2r.app.record import RecordRequest, record
+
+    out = tmp_path_factory.mktemp("demos") / "ds"
+    record(RecordRequest(out=out, episodes=3, seed=1, image_size=64, max_seconds=1.5))
+    return out

@@ -10,9 +10,11 @@ from r2s2r import __version__
 from r2s2r.cli.dataset import app as dataset_app
 from r2s2r.cli.generate import generate
 from r2s2r.cli.ground import app as ground_app
+from r2s2r.cli.policy import app as policy_app
 from r2s2r.cli.record import record
 from r2s2r.cli.rig import app as rig_app
 from r2s2r.cli.sim import app as sim_app
+from r2s2r.cli.train import app as train_app
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -23,6 +25,8 @@ app.add_typer(sim_app, name="sim")
 app.add_typer(dataset_app, name="dataset")
 app.add_typer(rig_app, name="rig")
 app.add_typer(ground_app, name="ground")
+app.add_typer(train_app, name="train")
+app.add_typer(policy_app, name="policy")
 app.command("record")(record)
 app.command("generate")(generate)
 

@@ -1,0 +1,246 @@
+"""Training, checkpoints and the learned policy, on the tiny preset and recorded twin demos:
+the learning path learns (a tiny policy overfits a few episodes), a resumed run equals an
+uninterrupted one bit for bit, checkpoints hold no pickle, bad input is named."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from r2s2r.cli import app
+from r2s2r.data import Dataset
+from r2s2r.data.config import IMAGE_PREFIX, STATE_KEY
+from r2s2r.policy import checkpoint as ckpt
+from r2s2r.policy.base import TASK_KEY, Policy, PolicyError
+from r2s2r.policy.learned import LearnedPolicy
+from r2s2r.policy.train import TrainCfg, Trainer, learning_rate, read_metrics
+from r2s2r.spec import SpecError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def demos(recorded_demos: Path) -> Path:
+    return recorded_demos
+
+
+def _cfg(demos: Path, tmp: Path, **changes: object) -> TrainCfg:
+    base: dict[str, object] = {
+        "preset": "tiny",
+        "real": demos,
+        "steps": 4,
+        "batch_size": 4,
+        "warmup_steps": 2,
+        "lr": 1e-3,
+        "final_lr": 1e-4,
+        "workers": 0,
+        "log_every": 1,
+        "save_every": 1000,
+        "cache_dir": tmp / "cache",
+        "stats_windows": 500,
+    }
+    base.update(changes)
+    return TrainCfg.from_dict(base)
+
+
+def _weights(run: Path) -> dict[str, torch.Tensor]:
+    saved = ckpt.load_checkpoint(run)
+    return {
+        **{f"model.{k}": v for k, v in saved.model.items()},
+        **{f"ema.{k}": v for k, v in saved.ema.items()},
+    }
+
+
+def test_resumed_run_equals_the_straight_run_bit_for_bit(demos: Path, tmp_path: Path) -> None:
+    torch.set_num_threads(1)
+    straight = tmp_path / "straight"
+    Trainer(_cfg(demos, tmp_path), straight).fit()
+    split = tmp_path / "split"
+    stops = iter([False, False, True])
+    first = Trainer(_cfg(demos, tmp_path), split)
+    assert first.fit(should_stop=lambda: next(stops)) == 2
+    assert ckpt.load_checkpoint(split).step == 2
+    resumed = Trainer(_cfg(demos, tmp_path), split, resume=True)
+    assert resumed.step == 2
+    assert resumed.fit() == 4
+    a, b = _weights(straight), _weights(split)
+    assert a.keys() == b.keys()
+    for name in a:
+        assert torch.equal(a[name], b[name]), name
+    opt_a = ckpt.load_checkpoint(straight).optimizer
+    opt_b = ckpt.load_checkpoint(split).optimizer
+    assert opt_a is not None and opt_b is not None
+    for index, entry in opt_a["state"].items():
+        for key, value in entry.items():
+            assert torch.equal(torch.as_tensor(value), torch.as_tensor(opt_b["state"][index][key]))
+    # The log of the resumed run is the straight run's, step for step.
+    assert [r["loss"] for r in read_metrics(straight)] == [r["loss"] for r in read_metrics(split)]
+    assert (split / "loss.png").is_file()
+
+
+def test_checkpoint_files_hold_no_pickle(demos: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    Trainer(_cfg(demos, tmp_path, steps=1), run).fit()
+    folder = ckpt.latest_checkpoint(run)
+    assert folder is not None
+    for path in folder.iterdir():
+        head = path.read_bytes()[:8]
+        # Pickle streams start with the PROTO opcode 0x80, torch.save files are zip archives.
+        assert head[:1] != b"\x80" and head[:2] != b"PK", path
+        if path.suffix == ".json":
+            json.loads(path.read_text())
+        else:
+            assert path.suffix == ".safetensors", path
+            header = int.from_bytes(head, "little")
+            json.loads(path.read_bytes()[8 : 8 + header])
+
+
+def test_corrupt_or_missing_checkpoint_is_named(demos: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    Trainer(_cfg(demos, tmp_path, steps=1), run).fit()
+    folder = ckpt.latest_checkpoint(run)
+    assert folder is not None
+    model = folder / ckpt.MODEL_FILE
+    model.write_bytes(model.read_bytes()[:1000])
+    with pytest.raises(PolicyError, match=str(model)):
+        LearnedPolicy.load(run, device="cpu")
+    with pytest.raises(PolicyError, match="no such run"):
+        LearnedPolicy.load(tmp_path / "nowhere", device="cpu")
+    (folder / ckpt.NORM_FILE).unlink()
+    with pytest.raises(PolicyError, match=ckpt.NORM_FILE):
+        ckpt.load_checkpoint(run)
+
+
+def test_bad_training_options_are_named(demos: Path, tmp_path: Path) -> None:
+    with pytest.raises(SpecError, match="mixture is empty"):
+        TrainCfg.from_dict({"steps": 1})
+    with pytest.raises(SpecError, match="alpha"):
+        TrainCfg.from_dict({"real": str(demos), "alpha": 1.5})
+    with pytest.raises(SpecError, match="preset"):
+        Trainer(_cfg(demos, tmp_path, preset="huge"), tmp_path / "x")
+    run = tmp_path / "run"
+    Trainer(_cfg(demos, tmp_path, steps=1), run).fit()
+    with pytest.raises(PolicyError, match="--resume"):
+        Trainer(_cfg(demos, tmp_path, steps=1), run)
+    with pytest.raises(PolicyError, match="batch_size"):
+        Trainer(_cfg(demos, tmp_path, steps=2, batch_size=2), run, resume=True)
+
+
+def test_learning_rate_warms_up_then_decays_to_the_final_rate(demos: Path) -> None:
+    cfg = TrainCfg.from_dict(
+        {"real": str(demos), "steps": 100, "warmup_steps": 10, "lr": 1e-3, "final_lr": 1e-5}
+    )
+    lrs = [learning_rate(cfg, s) for s in range(100)]
+    assert lrs[0] == pytest.approx(1e-4) and lrs[9] == pytest.approx(1e-3)
+    assert all(a >= b for a, b in zip(lrs[9:], lrs[10:], strict=False))
+    assert learning_rate(cfg, 100) == pytest.approx(1e-5)
+
+
+def test_learned_policy_answers_env_observations_and_requests_alike(
+    demos: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    Trainer(_cfg(demos, tmp_path, steps=2), run).fit()
+    policy = LearnedPolicy.load(run, device="cpu")
+    assert isinstance(policy, Policy)
+    meta = policy.metadata
+    assert (meta.action_horizon, meta.action_dim, meta.state_history) == (40, 54, 20)
+    assert meta.cameras == ("head", "left_wrist", "right_wrist")
+    with Dataset(demos) as ds:
+        frame = ds.frame(0)
+        contract = ds.contract
+    parts = contract.split_state(frame[STATE_KEY].astype(np.float64))
+    obs = {
+        **parts,
+        "instruction": frame["task"],
+        "embodiment_id": 0,
+        "images": {c: frame[IMAGE_PREFIX + c] for c in meta.cameras},
+    }
+    policy.reset()
+    chunk = policy.infer(obs)
+    assert chunk.shape == (40, 54) and chunk.dtype == np.float64 and np.isfinite(chunk).all()
+    # Unit quaternions in robot units come out of the policy.
+    arm, _ = contract.split_action(chunk)
+    np.testing.assert_allclose(np.linalg.norm(arm[..., 3:7], axis=-1), 1.0, atol=1e-6)
+    request = {
+        **{IMAGE_PREFIX + c: frame[IMAGE_PREFIX + c] for c in meta.cameras},
+        STATE_KEY: np.repeat(frame[STATE_KEY][None], 20, axis=0).astype(np.float32),
+        TASK_KEY: frame["task"],
+    }
+    np.testing.assert_allclose(policy.infer(request), chunk, atol=1e-5)
+    with pytest.raises(PolicyError, match=r"\(20, 68\)"):
+        policy.infer({**request, STATE_KEY: request[STATE_KEY][:5]})
+
+
+def test_train_cli_and_the_task_script(demos: Path, tmp_path: Path) -> None:
+    out = tmp_path / "cli"
+    args = ["--preset", "tiny", "--real", str(demos), "--steps", "2", "--batch-size", "2"]
+    args += [
+        "--workers",
+        "0",
+        "--warmup",
+        "1",
+        "--out",
+        str(out),
+        "--cache-dir",
+        str(tmp_path / "c"),
+    ]
+    result = CliRunner().invoke(app, ["train", *args])
+    assert result.exit_code == 0, result.output
+    assert "finished at step 2/2" in result.output
+    assert ckpt.load_checkpoint(out).step == 2
+    out2 = tmp_path / "task"
+    script_args = [a if a != str(out) else str(out2) for a in args]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "source")}
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "tasks" / "train.py"),
+            "--headless",
+            "--enable_cameras",
+            *script_args,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "ignoring Isaac Lab launcher flags ['--headless', '--enable_cameras']" in proc.stdout
+    assert ckpt.load_checkpoint(out2).step == 2
+
+
+def test_two_gloo_processes_train_one_model(demos: Path, tmp_path: Path) -> None:
+    out = tmp_path / "ddp"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "source"), "OMP_NUM_THREADS": "1"}
+    args = ["--preset", "tiny", "--real", str(demos), "--steps", "2", "--batch-size", "2"]
+    args += [
+        "--workers",
+        "0",
+        "--warmup",
+        "1",
+        "--out",
+        str(out),
+        "--cache-dir",
+        str(tmp_path / "c"),
+    ]
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2"]
+    torchrun += ["--standalone"]
+    proc = subprocess.run(
+        [*torchrun, str(ROOT / "tasks" / "train.py"), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=400,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    saved = ckpt.load_checkpoint(out)
+    assert saved.step == 2 and saved.trainer["samples"] == 2 * 2 * 2
