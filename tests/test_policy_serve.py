@@ -3,6 +3,7 @@ get the in-process chunk; bad requests, tokens, a failing policy and a vanished 
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 import urllib.request
@@ -311,6 +312,13 @@ def test_a_vanished_server_raises_policy_server_gone(policy: EchoPolicy) -> None
     # A server back on the same port serves the same client again.
     with PolicyServer(policy, port=port):
         assert remote.infer(make_request()).shape == (40, 54)
+    # Not a server of another policy (the first call finds the connection closed).
+    other = EchoPolicy(dataclasses.replace(METADATA, action_horizon=16))
+    with PolicyServer(other, port=port):
+        with pytest.raises(PolicyServerGone, match="closed the connection"):
+            remote.infer(make_request())
+        with pytest.raises(PolicyError, match="now serves another policy"):
+            remote.infer(make_request())
     remote.close()
 
 
@@ -318,8 +326,8 @@ def test_a_late_reply_is_a_timeout_and_the_next_call_reconnects(server: PolicySe
     with RemotePolicy("127.0.0.1", server.port, timeout_s=0.3) as remote:
         with pytest.raises(PolicyServerGone, match="no reply within 0.3 s"):
             remote.infer(make_request(task="sleep 0.6"))
-        # Let the server finish the late chunk, so that the next call has a whole timeout.
-        time.sleep(0.4)
+        # The next call waits for the server to finish the late chunk (one model, one lock).
+        remote.timeout_s = 5.0
         # The late chunk went to the closed connection, not to this request.
         chunk = remote.infer(make_request(seed=9))
         np.testing.assert_array_equal(

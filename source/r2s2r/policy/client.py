@@ -14,7 +14,7 @@ import numpy as np
 from r2s2r.optional import missing_extra
 from r2s2r.policy import wire
 from r2s2r.policy.base import PolicyError, PolicyMetadata
-from r2s2r.policy.serve import AUTH_SCHEME, RESET_KEY
+from r2s2r.policy.serve import AUTH_SCHEME, RESET_KEY, ws_url
 
 try:
     from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
@@ -59,7 +59,7 @@ class RemotePolicy:
     ) -> None:
         if not timeout_s > 0:
             raise PolicyError(f"timeout_s: expected a positive time, got {timeout_s}")
-        self.url = f"ws://{host}:{port}"
+        self.url = ws_url(host, port)
         self.timeout_s = timeout_s
         self._headers = None if token is None else {"Authorization": f"{AUTH_SCHEME} {token}"}
         self._lock = threading.Lock()

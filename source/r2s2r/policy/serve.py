@@ -7,7 +7,8 @@ request (a msgpack-numpy map in the dataset's form, see ``policy.base.TASK_KEY``
 one reply: a map with ``actions`` (action_horizon, action_dim) float32 in robot units and
 ``server_timing`` (``infer_ms``, and ``prev_total_ms`` from the second reply on), or a text
 frame with the error (openpi's client raises on text). The connection stays open after an
-error. ``GET /healthz`` answers 200 without a websocket. r2s2r's client may also send
+error. ``GET /healthz`` answers 200 without a websocket (and without the token: it says
+only that the server is up). r2s2r's client may also send
 ``{"reset": true}`` (an r2s2r extension openpi's client never sends), which calls the policy's
 ``reset()`` and is answered with ``{"reset": true, "server_timing": ...}``.
 
@@ -45,6 +46,9 @@ log = logging.getLogger(__name__)
 # The key of r2s2r's reset message (an extension of openpi's protocol).
 RESET_KEY = "reset"
 HEALTH_PATH = "/healthz"
+# The largest request taken (three 1080p views are 19 MB); a larger one closes the connection
+# (code 1009, message too big).
+MAX_MESSAGE_BYTES = 64 << 20
 # The Authorization header openpi's client sends for ``api_key=``: "Api-Key <token>".
 AUTH_SCHEME = "Api-Key"
 
@@ -58,6 +62,11 @@ def is_loopback(host: str) -> bool:
     except ValueError:
         # A host name other than localhost may resolve to any interface.
         return False
+
+
+def ws_url(host: str, port: int) -> str:
+    """``ws://host:port`` (an IPv6 address in brackets)."""
+    return f"ws://[{host}]:{port}" if ":" in host else f"ws://{host}:{port}"
 
 
 def check_binding(host: str, token: str | None) -> None:
@@ -165,7 +174,7 @@ class PolicyServer:
 
     @property
     def url(self) -> str:
-        return f"ws://{self.host}:{self.port}"
+        return ws_url(self.host, self.port)
 
     def _listen(self) -> Server:
         if self._server is None:
@@ -176,7 +185,7 @@ class PolicyServer:
                     self._port,
                     process_request=self._check_request,
                     compression=None,
-                    max_size=None,
+                    max_size=MAX_MESSAGE_BYTES,
                 )
             except OSError as err:
                 raise PolicyError(f"cannot listen on {self.host}:{self._port}: {err}") from err
