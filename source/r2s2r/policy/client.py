@@ -86,6 +86,8 @@ class RemotePolicy:
                     compression=None,
                     max_size=None,
                     open_timeout=self.timeout_s,
+                    # Closing a connection to a hung server gives up as quickly as a request.
+                    close_timeout=self.timeout_s,
                 )
             )
         except InvalidStatus as err:
