@@ -67,6 +67,6 @@ def serve(
 
     # A refused binding is said before the (slow) policy load.
     check_binding(host, token)
-    from r2s2r.policy.learned import load_policy  # type: ignore[import-not-found,unused-ignore]
+    from r2s2r.policy.learned import load_policy
 
     serve_policy(load_policy(policy), host=host, port=port, token=token)
