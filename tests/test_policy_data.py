@@ -5,13 +5,17 @@ every bad input the mixture refuses."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+import typer
+from typer.testing import CliRunner
 
+from r2s2r.cli.train_bench import bench
 from r2s2r.data import CameraCfg, DatasetCfg, DatasetWriter, VideoCfg
 from r2s2r.geometry.rotations import quat_mul, rotvec_to_quat
 from r2s2r.policy.actions import ActionCodec
@@ -19,6 +23,7 @@ from r2s2r.policy.augment import augment
 from r2s2r.policy.base import PolicyError
 from r2s2r.policy.collate import Collate
 from r2s2r.policy.frames import FrameCache
+from r2s2r.policy.loader_bench import bench_loader
 from r2s2r.policy.normalize import QuantileNorm, fit_stats
 from r2s2r.policy.windows import Mixture, StepBatchSampler, WindowDataset, make_loader
 from r2s2r.sim.contract import Contract, ContractError
@@ -370,3 +375,45 @@ def test_augment_is_deterministic_for_a_seed() -> None:
     assert flat.min() == flat.max() and 70 <= int(flat[0, 0, 0, 0, 0]) <= 130
     with pytest.raises(ValueError, match=r"expected \(B, V, 3, s, s\) uint8"):
         augment(images.float(), torch.Generator())
+
+
+def test_loader_bench_reports_every_rate(data: Path, tmp_path: Path) -> None:
+    result = bench_loader(
+        data / "real",
+        SIZE,
+        batch_size=4,
+        workers=0,
+        batches=2,
+        cache_dir=tmp_path,
+        state_history=P,
+        action_horizon=H,
+        lerobot_python=tmp_path / "no-python",
+    )
+    for key in ("samples_per_s", "cold_samples_per_s", "plain_samples_per_s", "over_plain"):
+        assert result[key] > 0, key
+    assert result["over_plain"] == pytest.approx(
+        result["samples_per_s"] / result["plain_samples_per_s"]
+    )
+    assert "lerobot_samples_per_s" not in result and result["frames"] == 12
+    # The scratch cache is removed afterwards.
+    assert list(tmp_path.iterdir()) == []
+    app = typer.Typer()
+    app.command()(bench)
+    out = CliRunner().invoke(
+        app,
+        [
+            "--data",
+            str(data / "sim_a"),
+            "--image-size",
+            "16",
+            "--batch-size",
+            "2",
+            "--workers",
+            "0",
+            "--batches",
+            "1",
+            "--json",
+        ],
+    )
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output)["image_size"] == 16

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Protocol
 
@@ -103,15 +104,20 @@ class FrameCache:
             if not self._valid(i, c)
         ]
 
-    def build(self, progress: ProgressFn | None = None) -> int:
-        """Decode every (episode, camera) not cached yet; returns how many were decoded."""
+    def build(self, progress: ProgressFn | None = None, threads: int | None = None) -> int:
+        """Decode every (episode, camera) not cached yet, ``threads`` streams at a time
+        (default: one per core; PyAV and OpenCV release the GIL while they work); returns
+        how many streams were decoded."""
         todo = self.missing()
-        for done, (episode, camera) in enumerate(todo):
-            if progress is not None:
-                progress("frame cache", done, len(todo))
-            self._decode(episode, camera)
         if progress is not None:
-            progress("frame cache", len(todo), len(todo))
+            progress("frame cache", 0, len(todo))
+        threads = max(1, min(threads or os.cpu_count() or 1, len(todo)))
+        with ThreadPoolExecutor(threads) as pool:
+            jobs = [pool.submit(self._decode, episode, camera) for episode, camera in todo]
+            for done, job in enumerate(as_completed(jobs)):
+                job.result()
+                if progress is not None:
+                    progress("frame cache", done + 1, len(todo))
         return len(todo)
 
     def _decode(self, episode: int, camera: str) -> None:
