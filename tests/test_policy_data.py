@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import pickle
 from pathlib import Path
 
 import numpy as np
@@ -324,6 +325,11 @@ def test_collate_shapes_padding_and_the_way_back(data: Path, tmp_path: Path) -> 
     assert obs["domain_id"].tolist() == [1] and not obs["state_is_pad"].any()
     with pytest.raises(PolicyError, match=r"images: missing cameras \['right_wrist'\]"):
         collate.observation({c: images[c] for c in CAMERA_NAMES[:2]}, s["state"], "t", 0)
+    # Collate and the datasets cross into spawned worker processes by pickling.
+    again = pickle.loads(pickle.dumps(collate))
+    torch.testing.assert_close(again(samples)["actions"], b["actions"], rtol=0, atol=0)
+    copy = pickle.loads(pickle.dumps(mix))
+    np.testing.assert_array_equal(copy[3]["images"], mix[3]["images"])
     with pytest.raises(PolicyError, match="exceed max_action_dim 32"):
         Collate(codec, stats, 80, 32)
 

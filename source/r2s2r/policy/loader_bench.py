@@ -12,6 +12,7 @@ first pass from an empty cache folder, cache building and worker start-up includ
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import tempfile
@@ -26,8 +27,9 @@ from r2s2r.policy.collate import Collate
 from r2s2r.policy.normalize import fit_stats
 from r2s2r.policy.windows import Mixture, WindowDataset, make_loader
 
-# LeRobot's venv, at the repository root (``make lerobot-venv``).
-LEROBOT_PYTHON = Path(".venv-lerobot") / "bin" / "python"
+# LeRobot's venv at the repository root (``make lerobot-venv``): the source tree's root
+# (``source/r2s2r/policy`` is three folders below it).
+LEROBOT_PYTHON = Path(__file__).resolve().parents[3] / ".venv-lerobot" / "bin" / "python"
 
 
 def _drain(batches: Iterable[Any], skip: int = 0) -> tuple[int, float]:
@@ -84,7 +86,15 @@ LEROBOT_SCRIPT = textwrap.dedent(
         "observation.state": [(i - past + 1) / fps for i in range(past)],
         "action": [i / fps for i in range(future)],
     }
-    ds = LeRobotDataset("local/bench", root=root, delta_timestamps=delta)
+    # torchcodec needs the system's FFmpeg libraries; without them LeRobot reads with PyAV.
+    try:
+        from torchcodec.decoders import VideoDecoder  # noqa: F401
+        backend = "torchcodec"
+    except Exception:
+        backend = "pyav"
+    ds = LeRobotDataset(
+        "local/bench", root=root, delta_timestamps=delta, video_backend=backend
+    )
     gen = torch.Generator().manual_seed(0)
     loader = torch.utils.data.DataLoader(
         ds, batch_size=batch_size, shuffle=True, num_workers=workers, generator=gen,
@@ -99,7 +109,7 @@ LEROBOT_SCRIPT = textwrap.dedent(
             if taken == batches + 1:
                 break
     seconds = time.perf_counter() - start
-    print(json.dumps({"samples_per_s": batches * batch_size / seconds}))
+    print(json.dumps({"samples_per_s": batches * batch_size / seconds, "backend": backend}))
     """
 )
 
@@ -109,8 +119,14 @@ def lerobot_rate(
 ) -> float:
     """LeRobot's ``LeRobotDataset`` loader's samples/s on ``data`` (run by ``python``)."""
     args = [str(a) for a in (data, batch_size, workers, batches, past, future)]
+    # Never reach for the hub: the dataset is local.
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     done = subprocess.run(
-        [str(python), "-c", LEROBOT_SCRIPT, *args], capture_output=True, text=True, check=False
+        [str(python), "-c", LEROBOT_SCRIPT, *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
     )
     if done.returncode != 0:
         raise RuntimeError(f"LeRobot's loader failed ({python}):\n{done.stderr[-2000:]}")
