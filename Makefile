@@ -6,7 +6,7 @@ STAMP := $(VENV)/.r2s2r-installed
 export MUJOCO_GL ?= egl
 export PYOPENGL_PLATFORM ?= egl
 
-.PHONY: setup demo test test-slow bench lint format clean
+.PHONY: setup demo test test-slow bench lint format clean lerobot-venv
 
 setup: $(STAMP)
 
@@ -53,6 +53,26 @@ lint: $(STAMP)
 format: $(STAMP)
 	$(BIN)/ruff format source tests
 	$(BIN)/ruff check --fix source tests
+
+# LeRobot's own dataset loader in its own venv, for `r2s2r train bench` to compare against:
+# lerobot 0.6.1 needs Python 3.12 (from PATH if it runs there, else pyenv's 3.12.1) and
+# torch < 2.12. From PyPI that is torch 2.11's CUDA build, whose NVIDIA libraries make the
+# download several GB; `make lerobot-venv LEROBOT_TORCH_INDEX=URL` takes torch from another
+# index (e.g. PyTorch's CPU wheels) where one is reachable.
+LEROBOT_VENV := .venv-lerobot
+LEROBOT_TORCH_INDEX ?=
+PY312 = $(shell (python3.12 -c 'import sys' >/dev/null 2>&1 && command -v python3.12) || \
+	PYENV_VERSION=3.12.1 pyenv which python3.12 2>/dev/null)
+
+lerobot-venv:
+	@test -n "$(PY312)" || { echo "lerobot-venv: no Python 3.12 (not on PATH, no pyenv 3.12.1)" >&2; exit 1; }
+	test -x $(LEROBOT_VENV)/bin/python || $(PY312) -m venv $(LEROBOT_VENV)
+	$(LEROBOT_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(LEROBOT_VENV)/bin/python -m pip install --quiet \
+		$(if $(LEROBOT_TORCH_INDEX),--extra-index-url $(LEROBOT_TORCH_INDEX)) \
+		"lerobot[dataset]==0.6.1" "torch<2.12"
+	$(LEROBOT_VENV)/bin/python -c "import lerobot.datasets.lerobot_dataset" && \
+		echo "LeRobot installed: $(LEROBOT_VENV)/bin/python"
 
 clean:
 	rm -rf $(VENV) outputs .pytest_cache .mypy_cache .ruff_cache
