@@ -5,6 +5,7 @@ that a tiny model overfits one batch and then reproduces its actions by 2-step s
 
 from __future__ import annotations
 
+import copy
 import re
 import time
 from collections.abc import Callable
@@ -127,6 +128,10 @@ def test_loss_is_reproducible_for_a_generator(model: FlowMatchingPolicy) -> None
 
 
 def test_loss_ignores_padded_steps_and_dims(model: FlowMatchingPolicy) -> None:
+    # Open the action blocks' gates (closed at init), so the steps' self-attention counts.
+    model = copy.deepcopy(model)
+    for block in model.act.blocks:
+        torch.nn.init.normal_(block.table, std=0.5)
     batch = make_batch(CFG)
     batch["action_is_pad"][0, -10:] = True
     batch["action_is_pad"][1, -1:] = True
@@ -145,6 +150,19 @@ def test_loss_ignores_padded_steps_and_dims(model: FlowMatchingPolicy) -> None:
     real = {**batch, "actions": batch["actions"].clone()}
     real["actions"][0, 0, 0] += 1.0
     assert abs(loss(real) - base) > 1e-4
+
+
+def test_padded_states_are_ignored(model: FlowMatchingPolicy) -> None:
+    batch = make_batch(CFG, b=2)
+    batch["state_is_pad"][0, :5] = True
+    noise = torch.randn(2, CFG.action_horizon, CFG.max_action_dim)
+    base = model.sample(batch, noise=noise)
+    state = batch["state"].clone()
+    state[0, :5] = 9.0
+    assert torch.allclose(model.sample({**batch, "state": state}, noise=noise), base, atol=1e-6)
+    # A real (newest) state does count.
+    state[0, -1] += 1.0
+    assert not torch.allclose(model.sample({**batch, "state": state}, noise=noise), base, atol=1e-4)
 
 
 def test_sample_encodes_once_and_has_the_chunk_shape(model: FlowMatchingPolicy) -> None:
@@ -193,6 +211,24 @@ def test_embodiments_have_their_own_projections() -> None:
     same["embodiment_id"] = torch.tensor([0, 2])
     with pytest.raises(PolicyError, match=r"embodiment_id.*\[0, 2\)"):
         model.sample(same)
+
+
+def test_the_domain_token_conditions_the_chunk() -> None:
+    torch.manual_seed(0)
+    cfg = CFG.model_copy(update={"domain_conditioning": True, "num_domains": 3})
+    model = build_model(cfg)
+    batch = make_batch(cfg, b=1)
+    noise = torch.randn(1, cfg.action_horizon, cfg.max_action_dim)
+    real = model.sample(batch, noise=noise)
+    sim = model.sample({**batch, "domain_id": torch.tensor([2])}, noise=noise)
+    assert not torch.allclose(real, sim, atol=1e-4)
+    with pytest.raises(PolicyError, match=r"domain_id.*\[0, 3\)"):
+        model.sample({**batch, "domain_id": torch.tensor([3])})
+    with pytest.raises(PolicyError, match=r"batch\['domain_id'\]"):
+        model.sample({k: v for k, v in batch.items() if k != "domain_id"})
+    # A copy (the trainer's EMA) is independent and computes the same.
+    twin = copy.deepcopy(model)
+    assert torch.equal(twin.sample(batch, noise=noise), real)
 
 
 def test_instructions_are_encoded_once(model: FlowMatchingPolicy) -> None:
@@ -299,11 +335,11 @@ def test_a_tiny_policy_overfits_one_batch_and_samples_its_actions() -> None:
         k: v.repeat_interleave(4, 0) if torch.is_tensor(v) else [x for x in v for _ in range(4)]
         for k, v in batch.items()
     }
-    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=3e-3)
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=4e-3)
     gen = torch.Generator().manual_seed(0)
     start = time.perf_counter()
     losses = []
-    for _ in range(300):
+    for _ in range(200):
         loss, info = model.loss(repeated, gen)
         opt.zero_grad(set_to_none=True)
         loss.backward()

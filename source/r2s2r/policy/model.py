@@ -34,13 +34,13 @@ from r2s2r.sim.embodiment import EMBODIMENT_IDS
 @dataclass
 class Context:
     """What ``encode`` hands the action transformer: the observation tokens (B, N, width),
-    their padding (B, N) (True = padding), and the batch's embodiment ids (B,) int64 and real
-    action dims (B, Da) bool."""
+    the batch's embodiment ids (B,) int64 and real action dims (B, Da) bool, and the tokens'
+    padding (B, N) (True = padding; None: none is, as every batch's layout is fixed now)."""
 
     tokens: Tensor
-    pad: Tensor
     embodiment_id: Tensor
     action_dim_mask: Tensor
+    pad: Tensor | None = None
 
 
 def _shape_error(key: str, expected: str, value: Any) -> PolicyError:
@@ -150,12 +150,12 @@ class FlowMatchingPolicy(nn.Module):
             parts.append(self.domain(batch["domain_id"].to(device))[:, None])
         dtype = parts[0].dtype
         tokens = torch.cat([part.to(dtype) for part in parts], dim=1)
-        pad = torch.zeros(tokens.shape[:2], dtype=torch.bool, device=device)
-        tokens = self.obs_norm(self.obs(tokens, attend_mask(pad, tokens.shape[1])))
+        # No observation token is padding (views, task and proprio tokens are fixed in number).
+        tokens = self.obs_norm(self.obs(tokens, None))
         dim_mask = batch.get("action_dim_mask")
         if dim_mask is None:
             dim_mask = torch.ones(ids.shape[0], self.cfg.max_action_dim, dtype=torch.bool)
-        return Context(tokens, pad, ids, dim_mask.to(device))
+        return Context(tokens, ids, dim_mask.to(device))
 
     def velocity(
         self, ctx: Context, x_t: Tensor, t: Tensor, action_is_pad: Tensor | None = None

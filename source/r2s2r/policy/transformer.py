@@ -24,7 +24,8 @@ def init_linear(module: nn.Module) -> None:
 
 
 def attend_mask(key_pad: Tensor | None, queries: int) -> Tensor | None:
-    """An SDPA boolean mask (B, 1, Lq, Lk) from a key padding mask (B, Lk) (True = padding)."""
+    """An SDPA boolean mask (B, 1, Lq, Lk) from a key padding mask (B, Lk) (True = padding);
+    None (attend everywhere, and SDPA's fast kernels) for None."""
     if key_pad is None:
         return None
     return (~key_pad)[:, None, None, :].expand(-1, 1, queries, -1)
