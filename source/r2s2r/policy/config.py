@@ -78,6 +78,13 @@ class PolicyCfg(Spec):
     obs_layers: PosInt = 12
     action_layers: PosInt = 14
     mlp_ratio: float = 4.0
+    # Camera views the model can take (the size of its learned view embedding); a batch
+    # carries up to this many.
+    max_views: PosInt = 4
+    # Tokens the proprio history is resampled into, and the cross-attention layers of each
+    # resampler (task tokens from the text features, proprio tokens from the history).
+    proprio_tokens: PosInt = 4
+    resampler_layers: PosInt = 1
     # Euler steps from noise to actions at inference.
     denoise_steps: PosInt = 2
     # Condition on the data domain (0: real, 1...: each simulated dataset of the mixture).
