@@ -226,10 +226,11 @@ class TextEncoder(nn.Module):
         return [tokens[i, : int(n)].float() for i, n in enumerate(lengths)]
 
     def forward(self, texts: list[str]) -> tuple[Tensor, Tensor]:
-        new = sorted({t for t in texts if t not in self.cache})
-        if new:
-            for text, feats in zip(new, self._encode(new), strict=True):
-                self.cache[text] = feats
+        # Each text is encoded alone: its features must not depend on which other texts
+        # missed the cache with it (batched matmuls round differently by batch size), or a
+        # resumed run would drift from an uninterrupted one.
+        for text in sorted({t for t in texts if t not in self.cache}):
+            self.cache[text] = self._encode([text])[0]
         for text in texts:
             self.cache.move_to_end(text)
         while len(self.cache) > TEXT_CACHE_SIZE:

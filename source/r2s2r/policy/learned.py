@@ -104,7 +104,7 @@ class LearnedPolicy:
                         raise PolicyError(f"{path / ckpt.EMA_FILE}: unknown weight {name!r}")
                     params[name].copy_(value)
         codec = ActionCodec(contract, cfg.action_repr)
-        collate = Collate(codec, saved.norm, cfg.max_state_dim, cfg.max_action_dim)
+        collate = Collate(codec, saved.norm, cfg.max_state_dim, cfg.max_action_dim, cfg.image_size)
         return cls(model, collate, contract, dev, domain_id, noise_seed)
 
     @property

@@ -36,7 +36,10 @@ from r2s2r.policy.collate import Collate
 from r2s2r.policy.config import PolicyCfg, load_policy_cfg
 from r2s2r.policy.model import FlowMatchingPolicy, build_model
 from r2s2r.policy.normalize import NormStats, fit_stats
+from r2s2r.policy.frames import fingerprint
 from r2s2r.policy.windows import Mixture, WindowDataset, make_loader
+from r2s2r.sim.contract import Contract
+from r2s2r.sim.embodiment import Embodiment
 from r2s2r.spec import Spec
 from r2s2r.spec.base import NonNeg, PosInt, Unit
 
@@ -157,6 +160,26 @@ def open_mixture(cfg: TrainCfg, policy: PolicyCfg) -> Mixture:
     return Mixture(real, sims, cfg.real_share, cfg.seed)
 
 
+def dataset_records(mixture: Mixture) -> list[dict[str, str]]:
+    """Each dataset of the mixture: its folder, domain and content fingerprint."""
+    return [
+        {"path": str(d.root), "domain": name, "fingerprint": fingerprint(d.dataset)}
+        for d, name in zip(mixture.datasets, mixture.domains, strict=True)
+    ]
+
+
+def check_run_fits(config: dict[str, Any], mixture: Mixture, path: Path) -> None:
+    """Raise where the mixture's datasets do not fit the policy a run folder trained (its
+    robot, action layout, cameras and rate), naming the dataset folder."""
+    try:
+        embodiment = Embodiment.from_json(config["embodiment"])
+        contract = Contract.of(embodiment, config["action_mode"], tuple(config["cameras"]))
+        fps = float(config["fps"])
+    except (KeyError, TypeError, ValueError) as err:
+        raise PolicyError(f"{path}: not a run config ({err})") from None
+    mixture.check_policy(contract, fps, contract.cameras)
+
+
 def to_device(batch: dict[str, Any], device: torch.device) -> dict[str, Any]:
     out = {}
     for k, v in batch.items():
@@ -185,6 +208,10 @@ class Trainer:
         self.device = resolve_device(cfg.device)
         self.mixture = open_mixture(cfg, self.policy_cfg)
         self.contract = self.mixture.contract
+        self.mixture.check_policy(self.contract, self.policy_cfg.control_hz, self.contract.cameras)
+        if resume:
+            check_run_fits(ckpt.read_json(saved), self.mixture, saved)
+            _check_fingerprints(ckpt.read_json(saved), self.mixture, saved)
         self.codec = ActionCodec(self.contract, self.policy_cfg.action_repr)
         for what, need, have in (
             ("state", self.contract.state_dim, self.policy_cfg.max_state_dim),
@@ -219,8 +246,9 @@ class Trainer:
                 self.out.mkdir(parents=True, exist_ok=True)
                 ckpt.write_json(saved, self.run_config())
                 (self.out / METRICS_FILE).unlink(missing_ok=True)
+        pc = self.policy_cfg
         self.collate = Collate(
-            self.codec, self.norm, self.policy_cfg.max_state_dim, self.policy_cfg.max_action_dim
+            self.codec, self.norm, pc.max_state_dim, pc.max_action_dim, pc.image_size
         )
         self._loss: nn.Module = _Loss(self.model)
         if self.world_size > 1:
@@ -241,7 +269,7 @@ class Trainer:
             "cameras": list(self.contract.cameras),
             "fps": self.mixture.fps,
             "domains": list(self.mixture.domains),
-            "datasets": self.mixture.fingerprints(),
+            "datasets": dataset_records(self.mixture),
         }
 
     def _restore(self, saved: ckpt.Checkpoint) -> None:
@@ -257,6 +285,8 @@ class Trainer:
 
     def _init_from(self, path: Path) -> None:
         saved = ckpt.load_checkpoint(path, optimizer=False)
+        config = saved.path.parent.parent / ckpt.CONFIG_FILE
+        check_run_fits(ckpt.read_json(config), self.mixture, config)
         own = self.model.state_dict()
         mismatched = [
             k for k, v in saved.model.items() if k in own and tuple(own[k].shape) != tuple(v.shape)
@@ -411,6 +441,18 @@ def _resumed_cfg(cfg: TrainCfg, saved: dict[str, Any], path: Path) -> TrainCfg:
             + ")"
         )
     return old.replace(steps=cfg.steps)
+
+
+def _check_fingerprints(config: dict[str, Any], mixture: Mixture, path: Path) -> None:
+    """A resumed run must read the data it started on."""
+    saved = {d["path"]: d["fingerprint"] for d in config.get("datasets", [])}
+    for record in dataset_records(mixture):
+        if saved.get(record["path"]) != record["fingerprint"]:
+            raise PolicyError(
+                f"{path}: dataset {record['path']} changed since the run started (its "
+                "fingerprint differs): --resume would continue on other data; start a new run "
+                "(--init the old one to keep its weights)"
+            )
 
 
 def _append_metrics(path: Path, record: StepRecord) -> None:
