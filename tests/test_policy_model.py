@@ -296,6 +296,22 @@ def test_weights_files_load(model: FlowMatchingPolicy, tmp_path: Path) -> None:
         assert frozen and all(torch.equal(ours[k], theirs[k]) for k in frozen), part
 
 
+def test_bf16_autocast_trains_and_samples(model: FlowMatchingPolicy) -> None:
+    batch = make_batch(CFG, b=2)
+    model.zero_grad(set_to_none=True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss, _ = model.loss(batch, torch.Generator().manual_seed(0))
+        loss.backward()
+        chunk = model.sample(batch, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        full = model.loss(batch, torch.Generator().manual_seed(0))[0]
+    assert loss.dtype == torch.float32 and torch.isfinite(loss)
+    assert abs(float(loss.detach()) - float(full)) < 0.05 * float(full)
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+    assert chunk.dtype == torch.float32 and torch.isfinite(chunk).all()
+    model.zero_grad(set_to_none=True)
+
+
 def test_gradient_checkpointing_gives_the_same_gradients(model: FlowMatchingPolicy) -> None:
     batch = make_batch(CFG, b=2)
     grads = []
@@ -336,6 +352,8 @@ def test_a_tiny_policy_overfits_one_batch_and_samples_its_actions() -> None:
         for k, v in batch.items()
     }
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=4e-3)
+    # The learning rate decays linearly to zero over the 200 steps.
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: 1 - i / 200)
     gen = torch.Generator().manual_seed(0)
     start = time.perf_counter()
     losses = []
@@ -344,10 +362,13 @@ def test_a_tiny_policy_overfits_one_batch_and_samples_its_actions() -> None:
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
+        sched.step()
         losses.append(info["loss"])
     elapsed = time.perf_counter() - start
     first, last = sum(losses[:10]) / 10, sum(losses[-20:]) / 20
     assert last < first / 10, (first, last, elapsed)
     chunk = model.sample(batch, generator=torch.Generator().manual_seed(99))
     err = (chunk - batch["actions"])[:, :, :REAL_DIMS].abs()
+    # Measured: the loss falls about 36x and the mean error is about 0.10 (max 0.76) on
+    # actions of RMS 0.71.
     assert float(err.mean()) < 0.15, (float(err.mean()), float(err.max()))

@@ -149,7 +149,7 @@ def _text_state(path: Path) -> dict[str, Tensor]:
         raise PolicyError(f"text.weights: cannot read {str(path)!r}: {err}") from err
     if any(k.startswith("text.") for k in state):
         return {k[5:]: v for k, v in state.items() if k.startswith("text.")}
-    skip = re.compile(r"(visual\.|logit_scale|logit_bias)")
+    skip = re.compile(r"(visual\.|logit_scale|logit_bias|attn_mask)")
     return {k: v for k, v in state.items() if not skip.match(k)}
 
 

@@ -139,6 +139,10 @@ class FlowMatchingPolicy(nn.Module):
     def encode(self, batch: dict) -> Context:
         """The observation tokens of ``batch`` (run once per chunk)."""
         self._check(batch, training=False)
+        return self._encode(batch)
+
+    def _encode(self, batch: dict) -> Context:
+        """``encode`` of a checked batch."""
         device = self.action_pos.device
         ids = batch["embodiment_id"].to(device)
         parts = [
@@ -201,7 +205,7 @@ class FlowMatchingPolicy(nn.Module):
         t = u ** (1 / 1.5) * 0.999 + 0.001
         x_t = t[:, None, None] * noise + (1 - t[:, None, None]) * actions
         target = noise - actions
-        v = self.velocity(self.encode(batch), x_t, t, step_pad)
+        v = self.velocity(self._encode(batch), x_t, t, step_pad)
         mask = (~step_pad)[:, :, None] & real_dims[:, None, :]
         err = (v.float() - target) ** 2 * mask
         loss = err.sum() / mask.sum().clamp(min=1)
