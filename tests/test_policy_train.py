@@ -244,3 +244,34 @@ def test_two_gloo_processes_train_one_model(demos: Path, tmp_path: Path) -> None
     assert proc.returncode == 0, proc.stderr[-3000:]
     saved = ckpt.load_checkpoint(out)
     assert saved.step == 2 and saved.trainer["samples"] == 2 * 2 * 2
+
+
+def test_served_policy_answers_as_the_in_process_one(demos: Path, tmp_path: Path) -> None:
+    from openpi_client.websocket_client_policy import WebsocketClientPolicy
+
+    from r2s2r.policy.client import RemotePolicy
+    from r2s2r.policy.serve import PolicyServer
+
+    run = tmp_path / "run"
+    Trainer(_cfg(demos, tmp_path, steps=2), run).fit()
+    policy = LearnedPolicy.load(run, device="cpu")
+    with Dataset(demos) as ds:
+        window = ds.window(30, 20, 40)
+        frame = ds.frame(30)
+    request = {
+        **{IMAGE_PREFIX + c: frame[IMAGE_PREFIX + c] for c in policy.metadata.cameras},
+        STATE_KEY: window[STATE_KEY],
+        TASK_KEY: frame["task"],
+    }
+    local = policy.infer(request)
+    with PolicyServer(LearnedPolicy.load(run, device="cpu"), port=0, token="s3cret") as server:
+        openpi = WebsocketClientPolicy("127.0.0.1", server.port, api_key="s3cret")
+        assert openpi.get_server_metadata()["action_horizon"] == 40
+        reply = openpi.infer(request)
+        np.testing.assert_array_equal(reply["actions"], local.astype(np.float32))
+        openpi._ws.close()
+        remote = RemotePolicy("127.0.0.1", server.port, token="s3cret")
+        np.testing.assert_array_equal(remote.infer(request), local.astype(np.float32))
+        remote.close()
+        with pytest.raises(PolicyError, match="401|token"):
+            RemotePolicy("127.0.0.1", server.port).infer(request)

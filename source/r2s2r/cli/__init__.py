@@ -12,8 +12,8 @@ from r2s2r.cli.generate import generate
 from r2s2r.cli.ground import app as ground_app
 from r2s2r.cli.policy import app as policy_app
 from r2s2r.cli.record import record
-from r2s2r.cli.serve import serve
 from r2s2r.cli.rig import app as rig_app
+from r2s2r.cli.serve import serve
 from r2s2r.cli.sim import app as sim_app
 from r2s2r.cli.train import app as train_app
 

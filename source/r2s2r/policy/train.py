@@ -34,9 +34,9 @@ from r2s2r.policy.augment import augment
 from r2s2r.policy.base import PolicyError
 from r2s2r.policy.collate import Collate
 from r2s2r.policy.config import PolicyCfg, load_policy_cfg
+from r2s2r.policy.frames import fingerprint
 from r2s2r.policy.model import FlowMatchingPolicy, build_model
 from r2s2r.policy.normalize import NormStats, fit_stats
-from r2s2r.policy.frames import fingerprint
 from r2s2r.policy.windows import Mixture, WindowDataset, make_loader
 from r2s2r.sim.contract import Contract
 from r2s2r.sim.embodiment import Embodiment
@@ -149,14 +149,17 @@ def resolve_device(name: str) -> torch.device:
 
 def open_mixture(cfg: TrainCfg, policy: PolicyCfg) -> Mixture:
     """The training mixture, every dataset checked against the others."""
-    window = {
-        "image_size": policy.image_size,
-        "state_history": policy.state_history,
-        "action_horizon": policy.action_horizon,
-        "cache_dir": cfg.cache_dir,
-    }
-    real = WindowDataset(cfg.real, **window) if cfg.real is not None else None
-    sims = [WindowDataset(p, **window) for p in cfg.sims]
+    def window(root: Path) -> WindowDataset:
+        return WindowDataset(
+            root,
+            policy.image_size,
+            policy.state_history,
+            policy.action_horizon,
+            cache_dir=cfg.cache_dir,
+        )
+
+    real = window(cfg.real) if cfg.real is not None else None
+    sims = [window(p) for p in cfg.sims]
     return Mixture(real, sims, cfg.real_share, cfg.seed)
 
 
