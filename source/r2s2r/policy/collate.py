@@ -23,6 +23,21 @@ def _pad(x: np.ndarray, size: int) -> np.ndarray:
     return out
 
 
+def _images(images: Sequence[np.ndarray]) -> torch.Tensor:
+    """B arrays (V, s, s, 3) uint8 -> one (B, V, 3, s, s) uint8 tensor, in one copy."""
+    first = np.asarray(images[0])
+    v, h, w, c = first.shape
+    out = np.empty((len(images), v, c, h, w), dtype=np.uint8)
+    for b, img in enumerate(images):
+        arr = np.asarray(img)
+        if arr.shape != first.shape or arr.dtype != np.uint8:
+            raise PolicyError(
+                f"images: sample {b} has {arr.shape} {arr.dtype}, expected {first.shape} uint8"
+            )
+        out[b] = arr.transpose(0, 3, 1, 2)
+    return torch.from_numpy(out)
+
+
 class Collate:
     """Builds model batches for one embodiment's codec and normalization (picklable)."""
 
@@ -52,11 +67,11 @@ class Collate:
         self._dim_mask = np.arange(max_action_dim) < codec.dim
 
     def _common(
-        self, images: np.ndarray, states: np.ndarray, state_is_pad: np.ndarray
+        self, images: Sequence[np.ndarray], states: np.ndarray, state_is_pad: np.ndarray
     ) -> dict[str, torch.Tensor]:
-        # images (B, V, s, s, 3) uint8; states (B, P, S).
+        # images: B arrays (V, s, s, 3) uint8; states (B, P, S).
         return {
-            "images": torch.from_numpy(np.ascontiguousarray(images.transpose(0, 1, 4, 2, 3))),
+            "images": _images(images),
             "state": torch.from_numpy(_pad(self.stats.state.normalize(states), self.max_state_dim)),
             "state_is_pad": torch.from_numpy(np.asarray(state_is_pad, dtype=bool)),
         }
@@ -68,7 +83,7 @@ class Collate:
         internal = self.codec.encode(actions, states[:, -1])
         batch_size = len(samples)
         out: dict[str, Any] = self._common(
-            np.stack([s["images"] for s in samples]),
+            [s["images"] for s in samples],
             states,
             np.stack([s["state_is_pad"] for s in samples]),
         )
@@ -109,7 +124,7 @@ class Collate:
         if states.ndim != 2 or states.shape[1] != state_dim:
             raise PolicyError(f"states: expected (P, {state_dim}), got {states.shape}")
         out: dict[str, Any] = self._common(
-            np.stack(views)[None], states[None], np.zeros((1, len(states)), dtype=bool)
+            [np.stack(views)], states[None], np.zeros((1, len(states)), dtype=bool)
         )
         out["task"] = [task]
         out["embodiment_id"] = torch.tensor([int(embodiment_id)])

@@ -13,15 +13,20 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import cv2
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, Sampler
 
 from r2s2r.data.config import ACTION_KEY, STATE_KEY, DatasetError
 from r2s2r.data.reader import Dataset
+from r2s2r.data.video import VideoReader
 from r2s2r.policy.base import PolicyError
 from r2s2r.policy.frames import FrameCache, ProgressFn, resize
 from r2s2r.sim.contract import Contract
+
+# Video readers a forked worker inherited and must neither use nor close.
+_INHERITED: list[VideoReader] = []
 
 
 class WindowDataset:
@@ -184,6 +189,14 @@ class Mixture:
         assert source is not None
         return {**source[frame], "domain_id": domain}
 
+    def forget_inherited_files(self) -> None:
+        """In a forked worker: set aside the video files the parent process had open and
+        read through fresh ones. The parent's decoders ran threads that do not survive a
+        fork, so using or even closing them there hangs; they stay referenced, unused."""
+        for d in self.datasets:
+            _INHERITED.append(d.dataset._video)
+            d.dataset._video = VideoReader(d.dataset.fps, d.dataset._video.gop)
+
     def check_policy(self, contract: Contract, fps: float, cameras: Sequence[str]) -> None:
         """Raise ``ContractError`` / ``PolicyError`` naming the dataset folder where a dataset
         does not fit a policy: other embodiment or sizes, other cameras, other fps."""
@@ -237,9 +250,10 @@ class StepBatchSampler(Sampler[list[int]]):
 def _worker_init(_: int) -> None:
     # Workers share few cores: one thread each for torch's ops and OpenCV's.
     torch.set_num_threads(1)
-    import cv2
-
     cv2.setNumThreads(1)
+    info = torch.utils.data.get_worker_info()
+    if info is not None and isinstance(info.dataset, Mixture):
+        info.dataset.forget_inherited_files()
 
 
 def make_loader(
