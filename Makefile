@@ -45,8 +45,8 @@ bench: $(STAMP)
 	$(BIN)/r2s2r sim bench
 
 lint: $(STAMP)
-	$(BIN)/ruff check source tests
-	$(BIN)/ruff format --check source tests
+	$(BIN)/ruff check source tests tasks
+	$(BIN)/ruff format --check source tests tasks
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 

@@ -165,7 +165,12 @@ def test_learned_policy_answers_env_observations_and_requests_alike(
         "images": {c: frame[IMAGE_PREFIX + c] for c in meta.cameras},
     }
     policy.reset()
-    chunk = policy.infer(obs)
+    first = policy.infer(obs)
+    # After a reset the history is padding but for the newest sample; once 20 samples came
+    # in, it is the request's full (20, 68) history.
+    for _ in range(19):
+        chunk = policy.infer(obs)
+    assert not np.allclose(first, chunk)
     assert chunk.shape == (40, 54) and chunk.dtype == np.float64 and np.isfinite(chunk).all()
     # Unit quaternions in robot units come out of the policy.
     arm, _ = contract.split_action(chunk)
@@ -246,6 +251,7 @@ def test_two_gloo_processes_train_one_model(demos: Path, tmp_path: Path) -> None
     assert saved.step == 2 and saved.trainer["samples"] == 2 * 2 * 2
 
 
+@pytest.mark.filterwarnings(r"ignore:connect\(\) must be used as a context manager")
 def test_served_policy_answers_as_the_in_process_one(demos: Path, tmp_path: Path) -> None:
     from openpi_client.websocket_client_policy import WebsocketClientPolicy
 
@@ -275,3 +281,21 @@ def test_served_policy_answers_as_the_in_process_one(demos: Path, tmp_path: Path
         remote.close()
         with pytest.raises(PolicyError, match="401|token"):
             RemotePolicy("127.0.0.1", server.port).infer(request)
+
+
+def test_bench_commands_print_their_figures(demos: Path) -> None:
+    runner = CliRunner()
+    result = runner.invoke(app, ["policy", "bench", "--preset", "tiny", "--repeats", "2", "--json"])
+    assert result.exit_code == 0, result.output
+    figures = json.loads(result.output)
+    for key in ("ms_per_chunk", "encode_ms", "denoise_ms", "params", "trainable_params", "device"):
+        assert key in figures
+    assert figures["params"] > figures["trainable_params"] > 0
+    result = runner.invoke(app, ["policy", "params", "--preset", "tiny"])
+    assert result.exit_code == 0 and "tiny" in result.output, result.output
+    args = ["train", "bench", "--data", str(demos), "--image-size", "64", "--batch-size", "4"]
+    result = runner.invoke(app, [*args, "--batches", "2", "--workers", "0", "--json"])
+    assert result.exit_code == 0, result.output
+    loader = json.loads(result.output)
+    assert loader["samples_per_s"] > 0 and loader["cold_samples_per_s"] > 0
+    assert loader["over_plain"] > 0

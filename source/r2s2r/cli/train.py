@@ -9,6 +9,8 @@ from typing import Annotated
 
 import typer
 
+from r2s2r.cli.train_bench import bench
+
 app = typer.Typer(
     invoke_without_command=True,
     help="Train a flow-matching policy on a real dataset mixed with simulated ones.",
@@ -107,3 +109,6 @@ def train(
         typer.echo(f"last loss {result.last.loss:.4g}, {result.last.samples_per_s:.1f} samples/s")
     if result.loss_plot is not None:
         typer.echo(f"loss curve: {result.loss_plot}")
+
+
+app.command("bench")(bench)

@@ -104,9 +104,12 @@ class Collate:
         task: str,
         embodiment_id: int,
         domain_id: int = 0,
+        state_is_pad: np.ndarray | None = None,
     ) -> dict[str, Any]:
         """One live observation -> a batch of one without action keys: ``images`` one
-        (h, w, 3) uint8 per contract camera (resized here), ``states`` (P, S) oldest first."""
+        (h, w, 3) uint8 per contract camera (resized here), ``states`` (P, S) oldest first,
+        ``state_is_pad`` (P,) True where the history reaches before the episode's start
+        (default: none does)."""
         cameras = self.codec.contract.cameras
         missing = [c for c in cameras if c not in images]
         if missing:
@@ -123,9 +126,13 @@ class Collate:
         state_dim = self.codec.contract.state_dim
         if states.ndim != 2 or states.shape[1] != state_dim:
             raise PolicyError(f"states: expected (P, {state_dim}), got {states.shape}")
-        out: dict[str, Any] = self._common(
-            [np.stack(views)], states[None], np.zeros((1, len(states)), dtype=bool)
-        )
+        pad = np.zeros(len(states), dtype=bool) if state_is_pad is None else state_is_pad
+        pad = np.asarray(pad, dtype=bool)
+        if pad.shape != (len(states),):
+            raise PolicyError(f"state_is_pad: expected ({len(states)},), got {pad.shape}")
+        out: dict[str, Any] = self._common([np.stack(views)], states[None], pad[None])
+        # The model's padded action dims stay zero, as in training.
+        out["action_dim_mask"] = torch.from_numpy(self._dim_mask[None].copy())
         out["task"] = [task]
         out["embodiment_id"] = torch.tensor([int(embodiment_id)])
         out["domain_id"] = torch.tensor([int(domain_id)])

@@ -58,6 +58,8 @@ class LearnedPolicy:
             state_history=cfg.state_history,
         )
         self._history: deque[np.ndarray] = deque(maxlen=cfg.state_history)
+        # Samples seen since ``reset`` (the rest of the history is padding, as in training).
+        self._seen = 0
         # Milliseconds of the last call: observation encoding and denoising.
         self.last_timing: dict[str, float] = {}
         model.eval()
@@ -114,32 +116,40 @@ class LearnedPolicy:
     def reset(self) -> None:
         """Forget the proprio history of the last episode."""
         self._history.clear()
+        self._seen = 0
 
-    def _inputs(self, observation: dict[str, Any]) -> tuple[dict[str, np.ndarray], np.ndarray, str]:
-        """(images by camera, states (P, S), instruction) of an observation or a request."""
+    def _inputs(
+        self, observation: dict[str, Any]
+    ) -> tuple[dict[str, np.ndarray], np.ndarray, str, np.ndarray | None]:
+        """(images by camera, states (P, S), instruction, padding (P,) or None) of an
+        observation or a request."""
         cams = self.contract.cameras
         if STATE_KEY in observation:
             images = {c: np.asarray(observation[IMAGE_PREFIX + c]) for c in cams}
             states = np.asarray(observation[STATE_KEY], dtype=np.float32)
-            return images, states, str(observation[TASK_KEY])
+            return images, states, str(observation[TASK_KEY]), None
         state = self.contract.state(observation).astype(np.float32)
+        size = self._metadata.state_history
         if not self._history:
-            self._history.extend([state] * self._history.maxlen)  # type: ignore[operator]
+            self._history.extend([state] * size)
         self._history.append(state)
+        self._seen += 1
+        pad = np.arange(size) < size - self._seen
         views = observation.get("images") or {}
         missing = [c for c in cams if c not in views]
         if missing:
             raise PolicyError(f"observation: no images of cameras {missing}")
-        return {c: views[c] for c in cams}, np.stack(self._history), str(observation["instruction"])
+        images = {c: views[c] for c in cams}
+        return images, np.stack(self._history), str(observation["instruction"]), pad
 
     def infer(self, observation: dict[str, Any]) -> np.ndarray:
         """The next chunk (action_horizon, action_dim) float64, in robot units."""
-        images, states, task = self._inputs(observation)
+        images, states, task, pad = self._inputs(observation)
         want = (self._metadata.state_history, self._metadata.state_dim)
         if states.shape != want:
             raise PolicyError(f"{STATE_KEY}: expected {want}, got {states.shape}")
         batch = self.collate.observation(
-            images, states, task, self.contract.embodiment.id, self.domain_id
+            images, states, task, self.contract.embodiment.id, self.domain_id, pad
         )
         batch = {
             k: v.to(self.device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()

@@ -149,6 +149,7 @@ def resolve_device(name: str) -> torch.device:
 
 def open_mixture(cfg: TrainCfg, policy: PolicyCfg) -> Mixture:
     """The training mixture, every dataset checked against the others."""
+
     def window(root: Path) -> WindowDataset:
         return WindowDataset(
             root,
