@@ -138,4 +138,8 @@ def test_a_tiny_policy_fits_recorded_twin_episodes(
     assert found["pos_mm"] < 0.3 * found["mean_chunk_pos_mm"]
     assert found["hand_rad"] < 0.3 * found["mean_chunk_hand_rad"]
     if action_repr == "relative":  # The representation the presets use.
-        assert found["pos_mm"] < 25.0
+        # The tolerance: 40-step chunks (0.8 s ahead) within 50 mm of TCP position, 8 degrees
+        # of TCP rotation and 0.06 rad of hand joints on average, both arms.
+        assert found["pos_mm"] < 50.0
+        assert found["rot_deg"] < 8.0
+        assert found["hand_rad"] < 0.06

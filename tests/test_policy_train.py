@@ -299,3 +299,20 @@ def test_bench_commands_print_their_figures(demos: Path) -> None:
     loader = json.loads(result.output)
     assert loader["samples_per_s"] > 0 and loader["cold_samples_per_s"] > 0
     assert loader["over_plain"] > 0
+
+
+def test_init_fine_tunes_from_another_runs_weights(demos: Path, tmp_path: Path) -> None:
+    first = tmp_path / "first"
+    Trainer(_cfg(demos, tmp_path, steps=1), first).fit()
+    saved = ckpt.load_checkpoint(first).model
+    tuned = Trainer(_cfg(demos, tmp_path, steps=1, init=first), tmp_path / "tuned")
+    assert tuned.step == 0
+    for name, value in tuned.model.state_dict().items():
+        assert torch.equal(value, saved[name]), name
+    # A checkpoint of another policy size is refused by name.
+    other = tmp_path / "other.yaml"
+    from r2s2r.policy.config import load_policy_cfg
+
+    load_policy_cfg("tiny").replace(width=64, heads=2).save(other)
+    with pytest.raises(PolicyError, match="another policy size"):
+        Trainer(_cfg(demos, tmp_path, steps=1, preset=str(other), init=first), tmp_path / "x")

@@ -31,7 +31,8 @@ def bench(
         ("decode on demand", result["plain_samples_per_s"]),
     ]
     if "lerobot_samples_per_s" in result:
-        rows.append(("LeRobot's loader", result["lerobot_samples_per_s"]))
+        backend = result["lerobot_video_backend"]
+        rows.append((f"LeRobot's loader ({backend})", result["lerobot_samples_per_s"]))
     typer.echo(
         f"{result['data']}: {result['frames']} frames, {result['cameras']} views at "
         f"{result['image_size']} px, {result['state_history']} past states, "

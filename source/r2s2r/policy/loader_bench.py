@@ -116,8 +116,9 @@ LEROBOT_SCRIPT = textwrap.dedent(
 
 def lerobot_rate(
     python: Path, data: Path, batch_size: int, workers: int, batches: int, past: int, future: int
-) -> float:
-    """LeRobot's ``LeRobotDataset`` loader's samples/s on ``data`` (run by ``python``)."""
+) -> tuple[float, str]:
+    """LeRobot's ``LeRobotDataset`` loader's samples/s on ``data`` (run by ``python``), and
+    the video backend it decoded with (torchcodec, or PyAV without FFmpeg's libraries)."""
     args = [str(a) for a in (data, batch_size, workers, batches, past, future)]
     # Never reach for the hub: the dataset is local.
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
@@ -130,7 +131,8 @@ def lerobot_rate(
     )
     if done.returncode != 0:
         raise RuntimeError(f"LeRobot's loader failed ({python}):\n{done.stderr[-2000:]}")
-    return float(json.loads(done.stdout.strip().splitlines()[-1])["samples_per_s"])
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    return float(result["samples_per_s"]), str(result["backend"])
 
 
 def bench_loader(
@@ -175,9 +177,10 @@ def bench_loader(
         "over_plain": warm / plain,
     }
     if lerobot_python is not None and lerobot_python.is_file():
-        rate = lerobot_rate(
+        rate, backend = lerobot_rate(
             lerobot_python, data, batch_size, workers, batches, state_history, action_horizon
         )
         out["lerobot_samples_per_s"] = rate
+        out["lerobot_video_backend"] = backend
         out["over_lerobot"] = warm / rate
     return out
