@@ -10,15 +10,15 @@ export PYOPENGL_PLATFORM ?= egl
 
 setup: $(STAMP)
 
-# Re-runs only when the project's dependency list changes.
+# Re-runs only when the project's dependency list changes. openpi's robot-side client, which
+# the policy server's tests drive, goes in without its pins: it pins numpy < 2, which the
+# rest of the stack outgrew, and its websocket client needs only packages already installed
+# (msgpack, websockets).
 $(STAMP): pyproject.toml
 	@bash scripts/ensure_system_deps.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
-	# openpi's robot-side client, which the policy server's tests drive: it pins numpy < 2,
-	# which the rest of the stack outgrew, and its websocket client needs only packages
-	# already installed (msgpack, websockets), so it goes in without its pins.
 	$(BIN)/python -m pip install --quiet --no-deps "openpi-client==0.1.2"
 	@touch $(STAMP)
 	@echo "r2s2r installed: $(BIN)/r2s2r"
@@ -66,6 +66,7 @@ PY312 = $(shell (python3.12 -c 'import sys' >/dev/null 2>&1 && command -v python
 
 lerobot-venv:
 	@test -n "$(PY312)" || { echo "lerobot-venv: no Python 3.12 (not on PATH, no pyenv 3.12.1)" >&2; exit 1; }
+	@bash scripts/ensure_ffmpeg_libs.sh
 	test -x $(LEROBOT_VENV)/bin/python || $(PY312) -m venv $(LEROBOT_VENV)
 	$(LEROBOT_VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(LEROBOT_VENV)/bin/python -m pip install --quiet \

