@@ -312,3 +312,18 @@ def test_init_fine_tunes_from_another_runs_weights(demos: Path, tmp_path: Path) 
     load_policy_cfg("tiny").replace(width=64, heads=2).save(other)
     with pytest.raises(PolicyError, match="another policy size"):
         Trainer(_cfg(demos, tmp_path, steps=1, preset=str(other), init=first), tmp_path / "x")
+
+
+def test_a_mixture_with_a_domain_token_trains_and_loads(demos: Path, tmp_path: Path) -> None:
+    run = tmp_path / "mix"
+    cfg = _cfg(demos, tmp_path, steps=1, sims=(str(demos),), alpha=0.5, domain_conditioning=True)
+    trainer = Trainer(cfg, run)
+    assert trainer.mixture.domains == ("real", "sim1")
+    trainer.fit()
+    config = json.loads((run / ckpt.CONFIG_FILE).read_text())
+    assert config["policy"]["domain_conditioning"] is True
+    assert [d["domain"] for d in config["datasets"]] == ["real", "sim1"]
+    policy = LearnedPolicy.load(run, device="cpu")
+    assert policy.model.cfg.domain_conditioning
+    with pytest.raises(PolicyError, match="domain_conditioning"):
+        Trainer(_cfg(demos, tmp_path, steps=2, sims=(str(demos),), alpha=0.5), run, resume=True)

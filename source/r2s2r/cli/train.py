@@ -61,6 +61,10 @@ def train(
     checkpointing: Annotated[
         bool, typer.Option("--gradient-checkpointing", help="recompute activations (less memory)")
     ] = False,
+    domains: Annotated[
+        bool,
+        typer.Option("--domain-conditioning", help="tell the model real from each sim dataset"),
+    ] = False,
     cache_dir: Annotated[
         Path | None, typer.Option("--cache-dir", help="decoded-frame cache (reused across runs)")
     ] = None,
@@ -98,6 +102,7 @@ def train(
             "gradient_checkpointing": checkpointing,
             "cache_dir": cache_dir,
             "init": init,
+            "domain_conditioning": domains,
         },
         source="r2s2r train options",
     )

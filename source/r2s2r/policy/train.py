@@ -86,6 +86,9 @@ class TrainCfg(Spec):
     cache_dir: Path | None = None
     # Start from this checkpoint's weights (fine-tuning); None: from scratch.
     init: Path | None = None
+    # Tell the model which dataset of the mixture each sample came from (a domain token:
+    # 0 real, 1... the simulated datasets), whatever the preset says.
+    domain_conditioning: bool = False
 
     @model_validator(mode="after")
     def _check(self) -> TrainCfg:
@@ -209,9 +212,18 @@ class Trainer:
             )
         self.cfg = cfg
         self.policy_cfg = load_policy_cfg(cfg.preset)
+        if cfg.domain_conditioning:
+            self.policy_cfg = self.policy_cfg.replace(domain_conditioning=True)
         self.device = resolve_device(cfg.device)
         self.mixture = open_mixture(cfg, self.policy_cfg)
         self.contract = self.mixture.contract
+        if self.policy_cfg.domain_conditioning and len(self.mixture.domains) > (
+            self.policy_cfg.num_domains
+        ):
+            raise PolicyError(
+                f"the mixture has {len(self.mixture.domains)} domains, more than the policy's "
+                f"num_domains {self.policy_cfg.num_domains}"
+            )
         self.mixture.check_policy(self.contract, self.policy_cfg.control_hz, self.contract.cameras)
         if resume:
             check_run_fits(ckpt.read_json(saved), self.mixture, saved)
@@ -434,7 +446,7 @@ def _resumed_cfg(cfg: TrainCfg, saved: dict[str, Any], path: Path) -> TrainCfg:
     old = TrainCfg.from_dict(saved["train"], source=str(path))
     differs = [
         k
-        for k in ("preset", "real", "sims", "alpha", "batch_size", "seed")
+        for k in ("preset", "real", "sims", "alpha", "batch_size", "seed", "domain_conditioning")
         if getattr(cfg, k) != getattr(old, k)
     ]
     if differs:
