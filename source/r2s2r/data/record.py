@@ -137,9 +137,10 @@ class FrameRecord:
 class Recorder:
     """Records takes from ``rig`` driven by ``tracker`` through ``teleop`` into ``writer``.
 
-    ``rig`` must also have ``embodiment``, and may have ``episode_outcome()``, where it can
-    judge an episode (the twin). ``tracker`` is one tracker, or one per arm side (a glove and
-    tracker per hand); it may have ``begin(object_name, arm)`` (the scripted operator does).
+    Where the rig judges its episodes (``episode_outcome()``: the twin) a take ends on its
+    verdict; elsewhere the operator's keys end it and label it. ``tracker`` is one tracker,
+    or one per arm side (a glove and tracker per hand); it may have
+    ``begin(object_name, arm)`` (the scripted operator does).
     The dataset's contract must fit the rig's (``ContractError`` otherwise): the same
     embodiment in the tcp action mode, and cameras the rig has.
     """
@@ -238,7 +239,7 @@ class Recorder:
             key = self._wait_for(keys, "efdrq")
         if key == "f":
             take.success, take.outcome = False, "failed"
-        elif key == "e" and not hasattr(rig, "episode_outcome"):
+        elif key == "e" and rig.episode_outcome() is None:
             take.success, take.outcome = True, "sorted"
         self._finish(take, key)
         return take
@@ -279,10 +280,10 @@ class Recorder:
             self.on_frame(FrameRecord(take.index, k, stamp, images, state, action, env_state))
 
     def _judged(self, take: Take) -> bool:
-        outcome = getattr(self.rig, "episode_outcome", None)
+        outcome = self.rig.episode_outcome()
         if outcome is None:
             return False
-        take.outcome, take.success, done = outcome()
+        take.outcome, take.success, done = outcome
         return bool(done)
 
     def _finish(self, take: Take, key: str | None) -> None:

@@ -113,6 +113,10 @@ class HardwareRig:
         """Have the operator put an object on the belt; returns its name."""
         return self.presenter.present(object_name)
 
+    def episode_outcome(self) -> None:
+        """The real cell does not judge its episodes: the operator does."""
+        return None
+
     def supervise(
         self, limits: SafetyLimits | None = None, period_s: float = PERIOD_S
     ) -> SafetySupervisor:

@@ -193,6 +193,12 @@ class Rig(Protocol):
         """Start an episode with an object on the belt (``presenter.present``); its name."""
         ...
 
+    def episode_outcome(self) -> tuple[str, bool, bool] | None:
+        """(the presented object's status, whether the episode succeeded, whether it is
+        over) where the rig can judge an episode itself (the twin); None where a person
+        must (the real cell)."""
+        ...
+
     def close(self) -> None:
         """Release every device; the rig is not used afterwards."""
         ...
