@@ -201,17 +201,23 @@ class Trainer:
         self.out = Path(out)
         self.rank, self.world_size = _distributed()
         saved = self.out / ckpt.CONFIG_FILE
+        run: dict[str, Any] = {}
         if resume:
             if not saved.is_file():
                 raise PolicyError(f"{self.out}: nothing to resume ({ckpt.CONFIG_FILE} missing)")
-            cfg = _resumed_cfg(cfg, ckpt.read_json(saved), saved)
+            run = ckpt.read_json(saved)
+            cfg = _resumed_cfg(cfg, run, saved)
         elif saved.is_file() and ckpt.latest_checkpoint(self.out) is not None:
             raise PolicyError(
                 f"{self.out}: already holds a training run; pass --resume to continue it, or "
                 "choose another --out"
             )
         self.cfg = cfg
-        self.policy_cfg = load_policy_cfg(cfg.preset)
+        if run:
+            # The policy the run started with, even if its preset file changed since.
+            self.policy_cfg = PolicyCfg.from_dict(run["policy"], source=str(saved))
+        else:
+            self.policy_cfg = load_policy_cfg(cfg.preset)
         if cfg.domain_conditioning:
             self.policy_cfg = self.policy_cfg.replace(domain_conditioning=True)
         self.device = resolve_device(cfg.device)
@@ -225,9 +231,9 @@ class Trainer:
                 f"num_domains {self.policy_cfg.num_domains}"
             )
         self.mixture.check_policy(self.contract, self.policy_cfg.control_hz, self.contract.cameras)
-        if resume:
-            check_run_fits(ckpt.read_json(saved), self.mixture, saved)
-            _check_fingerprints(ckpt.read_json(saved), self.mixture, saved)
+        if run:
+            check_run_fits(run, self.mixture, saved)
+            _check_fingerprints(run, self.mixture, saved)
         self.codec = ActionCodec(self.contract, self.policy_cfg.action_repr)
         for what, need, have in (
             ("state", self.contract.state_dim, self.policy_cfg.max_state_dim),
