@@ -15,7 +15,8 @@ setup: $(STAMP)
 # rest of the stack outgrew, and its websocket client needs only packages already installed
 # (msgpack, websockets).
 $(STAMP): pyproject.toml
-	@bash scripts/ensure_system_deps.sh
+	@bash scripts/ensure_debian_libs.sh "headless rendering (EGL, Mesa; or set MUJOCO_GL=osmesa)" \
+		"libEGL.so.1 libGL.so.1" "libegl1 libgl1 libgles2 libgl1-mesa-dri"
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
@@ -66,7 +67,9 @@ PY312 = $(shell (python3.12 -c 'import sys' >/dev/null 2>&1 && command -v python
 
 lerobot-venv:
 	@test -n "$(PY312)" || { echo "lerobot-venv: no Python 3.12 (not on PATH, no pyenv 3.12.1)" >&2; exit 1; }
-	@bash scripts/ensure_ffmpeg_libs.sh
+	@# torchcodec loads FFmpeg's libraries; without them LeRobot reads videos with PyAV.
+	@bash scripts/ensure_debian_libs.sh "torchcodec (FFmpeg)" "libavcodec.so libavfilter.so" \
+		"libavcodec59 libavformat59 libavutil57 libswscale6 libswresample4 libavdevice59 libavfilter8"
 	test -x $(LEROBOT_VENV)/bin/python || $(PY312) -m venv $(LEROBOT_VENV)
 	$(LEROBOT_VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(LEROBOT_VENV)/bin/python -m pip install --quiet \

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from r2s2r.app.jobs import Cancel, ProgressFn, report
-from r2s2r.policy.train import StepRecord, TrainCfg, Trainer, plot_metrics
+from r2s2r.policy.train import LOSS_PLOT, StepRecord, TrainCfg, Trainer
 
 
 @dataclass(frozen=True)
@@ -45,5 +45,7 @@ def train(
 
     stop = (lambda: cancel.cancelled) if cancel is not None else None
     step = trainer.fit(on_log, stop)
-    plot = plot_metrics(out) if (Path(out) / "metrics.jsonl").is_file() else None
+    # ``fit`` drew the loss curve when it stopped.
+    curve = Path(out) / LOSS_PLOT
+    plot = curve if curve.is_file() else None
     return TrainResult(Path(out), step, trainer.cfg.steps, last[0] if last else None, plot)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import nullcontext
@@ -357,8 +358,9 @@ class Trainer:
         )
         yield from loader
 
-    def train_step(self, batch: dict[str, Any]) -> tuple[float, float]:
-        """One optimizer step; returns (loss, gradient norm)."""
+    def train_step(self, batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+        """One optimizer step; returns (loss, gradient norm) as device tensors, so that a
+        step never waits for the device (``fit`` reads them when it logs)."""
         cfg = self.cfg
         lr = learning_rate(cfg, self.step)
         for group in self.optimizer.param_groups:
@@ -384,7 +386,7 @@ class Trainer:
             for name, p in self.params.items():
                 self.ema[name].mul_(decay).add_(p.detach(), alpha=1 - decay)
         self.step += 1
-        return float(loss.detach()), float(norm)
+        return loss.detach(), norm.detach()
 
     def fit(
         self,
@@ -395,7 +397,7 @@ class Trainer:
         ``save_every`` steps and at the end; returns the step reached."""
         cfg = self.cfg
         start, t0 = self.step, time.perf_counter()
-        window: list[float] = []
+        window: list[torch.Tensor] = []
         try:
             for batch in self.batches():
                 if self.step >= cfg.steps or (should_stop is not None and should_stop()):
@@ -407,9 +409,9 @@ class Trainer:
                     done = (self.step - start) * cfg.batch_size * self.world_size
                     record = StepRecord(
                         step=self.step,
-                        loss=sum(window) / len(window),
+                        loss=sum(float(x) for x in window) / len(window),
                         lr=learning_rate(cfg, self.step - 1),
-                        grad_norm=grad_norm,
+                        grad_norm=float(grad_norm),
                         samples_per_s=done / max(elapsed, 1e-9),
                         elapsed_s=elapsed,
                     )
@@ -432,8 +434,6 @@ class Trainer:
 
 def _distributed() -> tuple[int, int]:
     """(rank, world size), joining the process group when launched by torchrun."""
-    import os
-
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
         return 0, 1
