@@ -247,6 +247,14 @@ def test_camera_stall_holds_the_arms() -> None:
     stalls = [e for e in sup.events if e.kind == "camera_stall"]
     assert stalls and "head" in stalls[0].detail
     assert 0.45 < stalls[0].stamp < 0.6
+    # Commands keep coming, but the held arm refuses them while the camera is stalled, and
+    # is stopped once the stall outlasts the supervisor's stop limit: the sweep would carry
+    # it 0.16 m further; it settles back towards where it was held (within its overshoot).
+    before = arm.state().tcp_pose[:3].copy()
+    _run(twin, sup, 40, sweep)
+    assert np.linalg.norm(arm.state().tcp_pose[:3] - before) < 0.02
+    assert any(e.kind == "stop" and "stalled" in e.detail for e in sup.events)
+    assert sup.arm("left").mode == "stopped"
 
 
 def test_emergency_stop_from_another_thread_latches() -> None:

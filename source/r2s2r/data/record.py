@@ -28,9 +28,10 @@ import numpy as np
 
 from r2s2r.data import DatasetError, DatasetWriter
 from r2s2r.rig.interfaces import HandTracker, Rig
+from r2s2r.rig.observe import observe
 from r2s2r.rig.safety import SafetySupervisor
 from r2s2r.rig.teleop import TeleopSession
-from r2s2r.sim.contract import Contract
+from r2s2r.sim.contract import Contract, ContractError
 from r2s2r.spec import TaskSpec, WorldSpec
 from r2s2r.spec.worlds import sorting_arm
 
@@ -246,27 +247,18 @@ class Recorder:
 
     # ----------------------------------------------------------------- internals
     def _record_frame(self, take: Take, k: int, captured: float, tracker: HandTracker) -> None:
-        rig = self.rig
-        images = {name: rig.cameras[name].read().image for name in self.cameras}
-        sides = self.contract.embodiment.sides
-        arms = [rig.arms[s].state() for s in sides]
-        hands = [rig.hands[s].state() for s in sides]
-        env_state = None
-        if self.writer.cfg.env_state:
-            env_state = rig.presenter.object_pose()
-            if env_state is None:
-                raise DatasetError(
-                    "this rig does not track the object, so the dataset cannot hold object "
-                    "poses (observation.environment_state); record into one created without"
-                )
-        obs = self.contract.observation(
-            np.stack([a.tcp_pose for a in arms]),
-            np.stack([a.q for a in arms]),
-            np.stack([h.q for h in hands]),
-            self.instruction(take.object_name),
-            images,
-            environment_state=env_state,
-        )
+        try:
+            obs = observe(
+                self.rig,
+                self.contract,
+                self.instruction(take.object_name),
+                environment_state=self.writer.cfg.env_state,
+            )
+        except ContractError as err:
+            raise DatasetError(
+                f"{err}; record into a dataset created without observation.environment_state"
+            ) from None
+        images, env_state = obs.get("images", {}), obs.get("environment_state")
         state = self.contract.state(obs)
         action = self.teleop.step(tracker.read())
         self.sup.tick()
@@ -308,10 +300,7 @@ class Recorder:
 
     def instruction(self, object_name: str) -> str:
         """The task instruction for ``object_name``."""
-        obj = self.task.object_named(object_name)
-        return self.task.instruction.format(
-            object=obj.name.replace("_", " "), bin=self.task.bin_for(obj).name
-        )
+        return self.task.instruction_for(object_name)
 
     @staticmethod
     def _wait_for(keys: KeySource | None, allowed: str) -> str:

@@ -76,3 +76,43 @@ class Policy(Protocol):
         """The next actions (action_horizon, action_dim) float64 for ``observation``: the
         env's observation dict, or a request in the dataset's form (see ``TASK_KEY``)."""
         ...
+
+
+@dataclass(frozen=True)
+class ChunkPrefix:
+    """What the chunk being executed will still do when a new one is inferred (real-time
+    chunking): ``actions[i]`` (n, action_dim) float64, robot units, runs at the new chunk's
+    step ``i`` (its step 0 is the observation's time); the first ``delay`` of them are
+    committed (executed whatever happens); ``exec_horizon`` (s) actions of the new chunk
+    run before the one after it is inferred."""
+
+    actions: np.ndarray
+    delay: int
+    exec_horizon: int
+
+    def __post_init__(self) -> None:
+        actions = np.asarray(self.actions, dtype=np.float64)
+        if actions.ndim != 2 or len(actions) == 0:
+            raise PolicyError(
+                f"prefix.actions: expected (n, action_dim) with n >= 1, got {actions.shape}"
+            )
+        if not np.isfinite(actions).all():
+            raise PolicyError("prefix.actions: non-finite values")
+        if not 0 <= self.delay <= len(actions):
+            raise PolicyError(
+                f"prefix.delay: expected 0 <= d <= {len(actions)} (the prefix's length), "
+                f"got {self.delay}"
+            )
+        if self.exec_horizon < 1:
+            raise PolicyError(f"prefix.exec_horizon: expected at least 1, got {self.exec_horizon}")
+        object.__setattr__(self, "actions", actions)
+
+
+@runtime_checkable
+class GuidedPolicy(Policy, Protocol):
+    """A policy that can generate a chunk consistent with a committed prefix (RTC)."""
+
+    def infer_guided(self, observation: dict[str, Any], prefix: ChunkPrefix) -> np.ndarray:
+        """The next actions (action_horizon, action_dim) float64, their first ``prefix.delay``
+        equal (as nearly as the policy can) to the prefix's and continuing from them."""
+        ...

@@ -85,6 +85,8 @@ class SafetySupervisor:
         self._lock = threading.RLock()
         self._estopped = False
         self._cameras: list[Camera] = []
+        # When a watched camera stalled (rig clock), while it stays stalled; else None.
+        self._stalled_since: float | None = None
         self._arms = {name: SafeArm(self, arm) for name, arm in arms.items()}
         self._hands = {name: SafeHand(self, hand) for name, hand in hands.items()}
 
@@ -117,19 +119,35 @@ class SafetySupervisor:
                 arm.resync()
             self._event("all", "estop", "released")
 
+    @property
+    def camera_stalled(self) -> bool:
+        """Whether a watched camera is stalled now (the arms hold and refuse commands)."""
+        return self._stalled_since is not None
+
     def tick(self) -> None:
-        """The watchdog; call it every control period (hardware: from a timer thread)."""
+        """The watchdog; call it every control period (hardware: from a timer thread).
+
+        A watched camera without a fresh frame holds the arms and makes them refuse commands
+        until it delivers again; stalled for longer than ``stop_after_s``, it stops them."""
         with self._lock:
             now = self.clock()
             for cam in self._cameras:
                 age = now - cam.read().stamp
                 if age > self.limits.camera_timeout_s:
+                    if self._stalled_since is None:
+                        self._stalled_since = now
                     for arm in self._arms.values():
-                        arm.hold(
-                            f"camera {cam.name} stalled ({age:.2f} s without a frame)",
-                            kind="camera_stall",
-                        )
+                        if now - self._stalled_since > self.limits.stop_after_s:
+                            arm.stop_for(f"camera {cam.name} stalled for {age:.2f} s")
+                        else:
+                            arm.hold(
+                                f"camera {cam.name} stalled ({age:.2f} s without a frame)",
+                                kind="camera_stall",
+                            )
                     return
+            if self._stalled_since is not None:
+                self._stalled_since = None
+                self._event("all", "camera_stall", "cameras deliver again")
             for arm in self._arms.values():
                 arm.watchdog(now)
 
@@ -175,6 +193,10 @@ class SafeArm:
             if sup.estopped:
                 sup._event(self.name, "rejected", "emergency stop is latched")
                 return
+            if sup.camera_stalled:
+                # Held (or stopped) by the camera watchdog; the tick that sees fresh frames
+                # lets commands through again.
+                return
             pose = np.asarray(pose, dtype=float)
             if pose.shape != (7,) or not np.isfinite(pose).all():
                 sup._event(self.name, "rejected", f"non-finite or malformed target {pose}")
@@ -215,14 +237,25 @@ class SafeArm:
                 self._mode = "holding"
                 self.sup._event(self.name, kind, reason)
 
+    def stop_for(self, reason: str) -> None:
+        """Stop the arm (once) for ``reason``; the next accepted command resumes."""
+        with self.sup._lock:
+            if self._mode != "stopped":
+                self.inner.stop()
+                self._mode = "stopped"
+                self.sup._event(self.name, "stop", reason)
+
+    @property
+    def mode(self) -> str:
+        """``active``, ``holding`` or ``stopped``."""
+        return self._mode
+
     def watchdog(self, now: float) -> None:
         gap = now - self._last_cmd
         if self._mode == "stopped" or self.sup.estopped:
             return
         if gap > self.sup.limits.stop_after_s:
-            self.inner.stop()
-            self._mode = "stopped"
-            self.sup._event(self.name, "stop", f"no command for {gap:.2f} s")
+            self.stop_for(f"no command for {gap:.2f} s")
         elif gap > self.sup.limits.hold_after_s:
             self.hold(f"no command for {gap:.2f} s")
 

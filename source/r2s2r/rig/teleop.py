@@ -88,6 +88,63 @@ class TrackerCalibration:
         return cls(t_cell_tracker, t_wrist_tcp)
 
 
+class TeleopMapper:
+    """The commands of a tracked hand, without sending them: its wrist pose -> the active
+    arm's TCP target, its keypoints -> that hand's joint targets; the other arm holds a pose
+    with an open hand. ``TeleopSession`` sends what it maps through the safety supervisor;
+    a scripted operator run as a policy (``r2s2r.runtime``) returns it as an action."""
+
+    def __init__(
+        self,
+        calibration: TrackerCalibration,
+        hand_dof: int,
+        retargeter: dict[str, Retargeter] | RetargetCfg | None = None,
+    ) -> None:
+        self.calibration, self.hand_dof = calibration, hand_dof
+        if isinstance(retargeter, dict):
+            self.retargeters = retargeter
+        else:
+            cfg = retargeter or RetargetCfg(scale=1.0 / HUMAN_HAND_SCALE)
+            self.retargeters = {side: Retargeter(cfg, side=side) for side in ARM_SIDES}
+        self.active = ARM_SIDES[0]
+        self.hold: dict[str, np.ndarray] = {}
+        self.hand_q: dict[str, np.ndarray] = {}
+
+    def begin(self, active: str, poses: dict[str, np.ndarray]) -> None:
+        """Start an episode mapping onto arm ``active``; each arm holds its pose in
+        ``poses`` (the TCP poses now) with an open hand until it is driven."""
+        if active not in ARM_SIDES:
+            raise ValueError(f"active arm must be one of {ARM_SIDES}, got {active!r}")
+        self.active = active
+        for side in ARM_SIDES:
+            self.hold[side] = np.asarray(poses[side], dtype=float).copy()
+            self.hand_q[side] = np.zeros(self.hand_dof)
+            self.retargeters[side].reset()
+
+    def map(self, reading: HandKeypoints) -> tuple[np.ndarray, np.ndarray | None]:
+        """(the active arm's TCP target (7,), non-finite where the wrist pose is bad; its
+        hand's joint targets, or None where the keypoints could not be retargeted). A good
+        hand frame becomes the hand's last target."""
+        tcp = self.calibration.tcp_from_wrist(reading.wrist_pose)
+        try:
+            q = self.retargeters[self.active].solve(reading.keypoints)
+        except ValueError as err:
+            log.warning("teleop: rejected a hand frame at %.3f s (%s)", reading.stamp, err)
+            return tcp, None
+        if bool(np.isfinite(tcp).all()):
+            self.hand_q[self.active] = q
+        return tcp, q
+
+    def action(self, tcp: np.ndarray) -> np.ndarray:
+        """The action (per arm a TCP pose and its hand's joints) with the active arm at
+        ``tcp`` and the other holding, each hand at its last target."""
+        action = np.empty((len(ARM_SIDES), 7 + self.hand_dof))
+        for i, s in enumerate(ARM_SIDES):
+            action[i, :7] = tcp if s == self.active else self.hold[s]
+            action[i, 7:] = self.hand_q[s]
+        return action.reshape(-1)
+
+
 class TeleopSession:
     """Maps hand-tracking readings to commands for one arm and hand of a rig, through the
     safety supervisor; ``begin`` an episode with the arm to drive, then ``step`` per period.
@@ -104,39 +161,29 @@ class TeleopSession:
         retargeter: dict[str, Retargeter] | RetargetCfg | None = None,
     ) -> None:
         self.rig, self.sup, self.calibration = rig, supervisor, calibration
-        if isinstance(retargeter, dict):
-            self.retargeters = retargeter
-        else:
-            cfg = retargeter or RetargetCfg(scale=1.0 / HUMAN_HAND_SCALE)
-            self.retargeters = {side: Retargeter(cfg, side=side) for side in ARM_SIDES}
-        self.active = ARM_SIDES[0]
+        self.mapper = TeleopMapper(calibration, supervisor.embodiment.hand_dof, retargeter)
+        self.retargeters = self.mapper.retargeters
         self.rejected_frames = 0
-        self._hold: dict[str, np.ndarray] = {}
-        self._hand_q: dict[str, np.ndarray] = {}
+
+    @property
+    def active(self) -> str:
+        return self.mapper.active
 
     def begin(self, active: str) -> None:
         """Start an episode driving arm ``active`` (``left`` / ``right``); the other arm
         holds where it is now with an open hand."""
         if active not in ARM_SIDES:
             raise ValueError(f"active arm must be one of {ARM_SIDES}, got {active!r}")
-        self.active = active
         self.rejected_frames = 0
         for side in ARM_SIDES:
             self.sup.arm(side).resync()
-            self._hold[side] = self.rig.arms[side].state().tcp_pose.copy()
-            self._hand_q[side] = np.zeros(self.sup.embodiment.hand_dof)
-            self.retargeters[side].reset()
+        self.mapper.begin(active, {s: self.rig.arms[s].state().tcp_pose for s in ARM_SIDES})
 
     def step(self, reading: HandKeypoints) -> np.ndarray:
         """Command one period from ``reading``; returns the commanded action (54,)."""
-        side = self.active
+        mapper, side = self.mapper, self.mapper.active
         arm, hand = self.sup.arm(side), self.sup.hand(side)
-        tcp = self.calibration.tcp_from_wrist(reading.wrist_pose)
-        try:
-            q = self.retargeters[side].solve(reading.keypoints)
-        except ValueError as err:
-            q = None
-            log.warning("teleop: rejected a hand frame at %.3f s (%s)", reading.stamp, err)
+        tcp, q = mapper.map(reading)
         wrist_ok = bool(np.isfinite(tcp).all())
         if q is None or not wrist_ok:
             # A bad frame: the supervisor rejects a bad wrist pose and holds the arm; a bad
@@ -150,13 +197,7 @@ class TeleopSession:
         else:
             arm.send_tcp_target(tcp)
             hand.send_joint_targets(q)
-            self._hand_q[side] = q
         other = ARM_SIDES[1 - ARM_SIDES.index(side)]
-        self.sup.arm(other).send_tcp_target(self._hold[other])
-        self.sup.hand(other).send_joint_targets(self._hand_q[other])
-        emb = self.sup.embodiment
-        action = np.empty((emb.num_arms, emb.action_per_arm("tcp")))
-        for i, s in enumerate(ARM_SIDES):
-            action[i, :7] = tcp if s == side else self._hold[s]
-            action[i, 7:] = self._hand_q[s]
-        return action.reshape(-1)
+        self.sup.arm(other).send_tcp_target(mapper.hold[other])
+        self.sup.hand(other).send_joint_targets(mapper.hand_q[other])
+        return mapper.action(tcp)

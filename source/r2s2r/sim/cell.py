@@ -434,10 +434,7 @@ class Cell:
         task = self.scene.task
         if len(self.spawn_time) > 1:
             return "Sort every object on the belt into its bin."
-        obj = self.objects[self.chosen[w, 0]]
-        return task.instruction.format(
-            object=obj.name.replace("_", " "), bin=task.bin_for(obj).name
-        )
+        return task.instruction_for(self.objects[self.chosen[w, 0]].name)
 
 
 @dataclass(frozen=True)

@@ -209,3 +209,10 @@ class TaskSpec(Spec):
             if obj.category in b.categories:
                 return b
         raise KeyError(obj.category)
+
+    def instruction_for(self, object_name: str) -> str:
+        """The instruction of an episode that presents ``object_name``."""
+        obj = self.object_named(object_name)
+        return self.instruction.format(
+            object=obj.name.replace("_", " "), bin=self.bin_for(obj).name
+        )
