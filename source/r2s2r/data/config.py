@@ -189,4 +189,9 @@ EPISODE_META_FIELDS: dict[str, str] = {
     "object_ids": "list<string>",
     "seed": "int64",
     "embodiment_id": "int64",
+    # Deployments and evaluation trials (``r2s2r.runtime.record``): the trial's index in its
+    # protocol, its condition, and how it ended.
+    "trial": "int64",
+    "condition": "string",
+    "outcome": "string",
 }
