@@ -34,6 +34,8 @@ class InferenceWorker:
         self._result: Inference | None = None
         self._busy = False
         self._closed = False
+        # When the request in flight was submitted (perf_counter); None when none is.
+        self._submitted: float | None = None
         self._thread = threading.Thread(target=self._run, daemon=True, name="r2s2r-inference")
         self._thread.start()
 
@@ -45,8 +47,10 @@ class InferenceWorker:
 
     @property
     def submitted_at(self) -> float | None:
+        """When the request in flight was submitted (``time.perf_counter``), while it runs
+        and until its result is taken; None when no request is in flight."""
         with self._cond:
-            return None if self._request is None else self._request[3]
+            return self._submitted
 
     def submit(self, observation: dict[str, Any], prefix: ChunkPrefix | None, step: int) -> None:
         with self._cond:
@@ -54,7 +58,8 @@ class InferenceWorker:
                 raise RuntimeError("InferenceWorker.submit: a request is already in flight")
             self._busy = True
             self._result = None
-            self._request = (observation, prefix, step, time.perf_counter())
+            self._submitted = time.perf_counter()
+            self._request = (observation, prefix, step, self._submitted)
             self._cond.notify_all()
 
     def poll(self) -> Inference | None:
@@ -72,6 +77,7 @@ class InferenceWorker:
         result, self._result = self._result, None
         if result is not None:
             self._busy = False
+            self._submitted = None
         return result
 
     def close(self) -> None:
