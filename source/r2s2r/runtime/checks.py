@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from r2s2r.policy.base import Policy
@@ -53,10 +55,13 @@ def validate_chunk(
     max_jump_m: float,
     first: int,
     tcp_now: np.ndarray,
+    workspace: tuple[Sequence[float], Sequence[float]] | None = None,
 ) -> str:
     """Why a chunk (H, A) must not run ("" if it may): a wrong shape, a non-finite value, a
-    first executed TCP target (action ``first``) further than ``max_jump_m`` from where the
-    arms are (``tcp_now`` (S, 7)), or consecutive targets that far apart."""
+    TCP target from action ``first`` on outside the ``workspace`` box (its (3,) lower and
+    upper corners), a first executed TCP target (action ``first``) further than
+    ``max_jump_m`` from where the arms are (``tcp_now`` (S, 7)), or consecutive targets that
+    far apart."""
     if actions is None or actions.shape != shape:
         got = None if actions is None else actions.shape
         return f"expected a chunk of shape {shape}, got {got}"
@@ -67,6 +72,19 @@ def validate_chunk(
     arm, _ = contract.split_action(actions)
     pos = arm[..., :3]  # (H, S, 3)
     first = min(max(first, 0), len(actions) - 1)
+    if workspace is not None:
+        # A target outside the box would be clamped by the supervisor: the arm would not do
+        # what the policy meant, so the chunk is refused as a whole.
+        low, high = np.asarray(workspace[0]), np.asarray(workspace[1])
+        outside = ((pos[first:] < low) | (pos[first:] > high)).any(axis=-1)  # (H - first, S)
+        if outside.any():
+            i, s = (int(v) for v in np.argwhere(outside)[0])
+            side = contract.embodiment.sides[s]
+            return (
+                f"its target for the {side} arm at action {first + i} "
+                f"{np.round(pos[first + i, s], 3).tolist()} lies outside the workspace "
+                f"{list(low)} .. {list(high)}"
+            )
     jump = np.linalg.norm(pos[first] - tcp_now[:, :3], axis=-1)
     if (jump > max_jump_m).any():
         side = contract.embodiment.sides[int(np.argmax(jump))]

@@ -11,11 +11,12 @@ arrive when inference finishes, so the delay in periods is measured. On the twin
 as it goes, the loop runs in lockstep: a chunk arrives ``delay_periods`` after its
 observation (deterministic), or after its measured latency (``delay_periods=None``).
 
-Safety: a chunk with a non-finite value, of the wrong shape, or that jumps (a TCP target
-further than the supervisor's ``max_jump_m`` from the one before) is rejected and the current
-chunk goes on; when no chunk covers a period the arms hold, and the supervisor stops them
-after its limit, which ends the episode; a policy that fails ends it with the arms held;
-``emergency_stop`` works from any thread.
+Safety: a chunk with a non-finite value, of the wrong shape, with a TCP target outside the
+supervisor's workspace box, or that jumps (a TCP target further than the supervisor's
+``max_jump_m`` from the one before) is rejected and the current chunk goes on; when no chunk
+covers a period the arms hold, and the supervisor stops them after its limit, which ends the
+episode; a policy that fails ends it with the arms held; ``emergency_stop`` works from any
+thread.
 """
 
 from __future__ import annotations
@@ -246,6 +247,7 @@ class Runtime:
             self.sup.limits.max_jump_m,
             first,
             self._tcp_now(),
+            (self.sup.limits.workspace_min, self.sup.limits.workspace_max),
         )
         if reason:
             msg = f"chunk {pending.index} rejected at step {k}: {reason}"
@@ -297,11 +299,14 @@ class Runtime:
             episode.outcome, episode.success = verdict[0], bool(verdict[1])
             episode.ended_by = "verdict"
             return True
+        if self._estop.is_set():
+            # An emergency stop from another thread during this period.
+            self._end(episode, "estop", f"emergency stop: {self._estop_reason}")
+            return True
         stopped = [s for s in self.contract.embodiment.sides if self.sup.arm(s).mode == "stopped"]
         if stopped or self.sup.estopped:
-            self._end(
-                episode, "safety_stop", f"the supervisor stopped the {', '.join(stopped)} arm"
-            )
+            what = f"the {', '.join(stopped)} arm" if stopped else "every arm (emergency stop)"
+            self._end(episode, "safety_stop", f"the supervisor stopped {what}")
             return True
         return False
 
