@@ -83,7 +83,7 @@ def validate_chunk(
             return (
                 f"its target for the {side} arm at action {first + i} "
                 f"{np.round(pos[first + i, s], 3).tolist()} lies outside the workspace "
-                f"{list(low)} .. {list(high)}"
+                f"{low.tolist()} .. {high.tolist()}"
             )
     jump = np.linalg.norm(pos[first] - tcp_now[:, :3], axis=-1)
     if (jump > max_jump_m).any():
