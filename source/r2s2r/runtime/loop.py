@@ -77,6 +77,9 @@ class Runtime:
         self._estop_reason = ""
         # Measured lockstep: a result that came back before its latency's periods passed.
         self._early: Inference | None = None
+        # The episode in progress (or the last one): its steps and chunks so far, for live
+        # views (read them from the step hook, which runs in the loop's thread).
+        self.episode: EpisodeLog | None = None
         for name in self.contract.cameras:
             supervisor.watch_camera(rig.cameras[name])
 
@@ -110,7 +113,7 @@ class Runtime:
         with the observation read then (views included every period with
         ``views_every_step``, else only where an inference started; None otherwise)."""
         rig, sup = self.rig, self.sup
-        episode = EpisodeLog(start)
+        episode = self.episode = EpisodeLog(start)
         n_events = len(sup.events)
         self.policy.reset()
         begin = getattr(self.policy, "begin", None)
