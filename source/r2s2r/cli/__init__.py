@@ -8,11 +8,13 @@ import typer
 
 from r2s2r import __version__
 from r2s2r.cli.dataset import app as dataset_app
+from r2s2r.cli.deploy import app as deploy_app
 from r2s2r.cli.generate import generate
 from r2s2r.cli.ground import app as ground_app
 from r2s2r.cli.policy import app as policy_app
 from r2s2r.cli.record import record
 from r2s2r.cli.rig import app as rig_app
+from r2s2r.cli.runtime import app as runtime_app
 from r2s2r.cli.serve import serve
 from r2s2r.cli.sim import app as sim_app
 from r2s2r.cli.train import app as train_app
@@ -28,6 +30,8 @@ app.add_typer(rig_app, name="rig")
 app.add_typer(ground_app, name="ground")
 app.add_typer(train_app, name="train")
 app.add_typer(policy_app, name="policy")
+app.add_typer(deploy_app, name="deploy")
+app.add_typer(runtime_app, name="runtime")
 app.command("record")(record)
 app.command("generate")(generate)
 app.command("serve")(serve)
