@@ -327,3 +327,54 @@ def test_the_runtime_bench_prints_its_figures_as_json() -> None:
     assert figures["peer_ratio"]["period_p99"] == pytest.approx(
         figures["peer"]["period_p99_ms"] / figures["period_p99_ms"]
     )
+
+
+def test_hardware_without_its_sdks_is_a_clear_error() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("flexivrdk") is not None:
+        pytest.skip("the Flexiv SDK is installed here")
+    config = Path(__file__).parents[1] / "source/r2s2r/presets/rig/hardware.example.yaml"
+    with PolicyServer(HoldPolicy(), port=0) as server:
+        args = ["deploy", "--rig", "hardware", "--config", str(config)]
+        result = runner.invoke(app, [*args, "--server", f"127.0.0.1:{server.port}"])
+    assert result.exit_code == 2
+    assert "--rig hardware: flexivrdk is needed" in result.output
+
+
+# ---------------------------------------------------------------------------- learned
+@pytest.mark.slow
+def test_deploy_runs_a_trained_policy(recorded_demos: Path, tmp_path: Path) -> None:
+    """A tiny policy trained for 2 steps on the twin's demos, deployed and recorded: the
+    whole path from a training run folder (about 1 min on 2 cores). Training and deploying
+    run as commands of their own: importing triton in a process that has rendered with EGL
+    crashes it."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "source")}
+
+    def r2s2r(*args: str) -> str:
+        proc = subprocess.run(
+            [sys.executable, "-m", "r2s2r", *args], capture_output=True, text=True, env=env
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return proc.stdout
+
+    run, out = tmp_path / "run", tmp_path / "deployed"
+    r2s2r(
+        *("train", "--preset", "tiny", "--real", str(recorded_demos), "--steps", "2"),
+        *("--batch-size", "2", "--workers", "0", "--warmup", "1", "--out", str(run)),
+        *("--cache-dir", str(tmp_path / "c")),
+    )
+    r2s2r(
+        *("deploy", "--policy", str(run), "--device", "cpu", "--max-seconds", "0.4"),
+        *("--image-size", "64", "--record", str(out), "--json"),
+    )
+    report = inspect_deployment(out)
+    (episode,) = report["episodes"]
+    assert episode["frames"] == 20
+    arrived = [c for c in episode["chunks"] if c["arrived_step"] is not None]
+    assert len(arrived) >= 2 and all(c["latency_ms"] > 0 for c in arrived)
+    assert report["sessions"][0]["policy"]["cameras"]

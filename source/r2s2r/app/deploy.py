@@ -184,7 +184,10 @@ def _open_rig(request: DeployRequest) -> tuple[Rig, SafetySupervisor, Any, Any]:
         from r2s2r.app.rigs import open_rig
         from r2s2r.rig.hardware import HardwareRig
 
-        rig, task, world = open_rig("hardware", config=request.config)
+        try:
+            rig, task, world = open_rig("hardware", config=request.config)
+        except ImportError as err:
+            raise RequestError(f"--rig hardware: {err}") from err
         assert isinstance(rig, HardwareRig)
         return rig, rig.supervise(), task, world
     from r2s2r.rig.safety import SafetySupervisor
@@ -201,13 +204,9 @@ def _open_rig(request: DeployRequest) -> tuple[Rig, SafetySupervisor, Any, Any]:
     return twin, sup, twin.task, twin.nominal
 
 
-def _policy(request: DeployRequest, rig: Rig) -> Policy:
-    if request.policy == "scripted":
-        from r2s2r.rig.twin import TwinRig
-        from r2s2r.runtime.scripted import OperatorPolicy
-
-        assert isinstance(rig, TwinRig)
-        return OperatorPolicy.for_twin(rig, request.seed)
+def _policy(request: DeployRequest) -> Policy:
+    """A learned policy or a policy server's (before the rig opens: a bad run or an
+    unreachable server fails before any device is connected)."""
     if request.server is not None:
         from r2s2r.policy.client import PolicyServerGone, RemotePolicy
         from r2s2r.runtime.remote import request_form
@@ -251,15 +250,25 @@ def deploy(
     check_request(request)
     cancel = cancel or Cancel()
     result = DeployResult(record=request.record)
-    base, sup, task, world = _open_rig(request)
+    policy: Policy | None = None if request.policy == "scripted" else _policy(request)
+    try:
+        base, sup, task, world = _open_rig(request)
+    except BaseException:
+        _close(policy)
+        raise
     injector = FaultInjector.parse(request.faults)
     writer: DatasetWriter | None = None
     runtime: Runtime | None = None
-    policy: Policy | None = None
     try:
+        if policy is None:
+            from r2s2r.rig.twin import TwinRig
+            from r2s2r.runtime.scripted import OperatorPolicy
+
+            assert isinstance(base, TwinRig)
+            policy = OperatorPolicy.for_twin(base, request.seed)
         rig = injector.wrap_rig(base)
         injector.watch(sup)
-        policy = injector.wrap_policy(_policy(request, base), rig, sup.limits)
+        policy = injector.wrap_policy(policy, rig, sup.limits)
         runtime = Runtime(rig, policy, sup, _runtime_cfg(request))
         if estop is not None:
             estop.attach(runtime)
@@ -305,11 +314,15 @@ def deploy(
         if writer is not None:
             writer.close()
         injector.close()
-        close = getattr(policy, "close", None)
-        if close is not None:
-            close()
+        _close(policy)
         base.close()
     return result
+
+
+def _close(policy: Policy | None) -> None:
+    close = getattr(policy, "close", None)
+    if close is not None:
+        close()
 
 
 class _StepHook:

@@ -22,7 +22,7 @@ BUDGET_MS = 20.0
 STRIP_MAX_MS = 60.0
 VIEW_HEIGHT = 192
 STRIP_HEIGHT = 120
-TEXT_HEIGHT = 44
+TEXT_HEIGHT = 64
 # BGR-free colours (the image is RGB).
 _OK = (60, 200, 80)
 _SLOW = (240, 170, 40)
@@ -135,18 +135,20 @@ def _strip(frame: LiveFrame, width: int) -> np.ndarray:
 
 
 def compose(frame: LiveFrame, view_height: int = VIEW_HEIGHT) -> np.ndarray:
-    """The live picture (H, W, 3) uint8 RGB: the views over the timing strip over a line of
-    text."""
+    """The live picture (H, W, 3) uint8 RGB: the views over the timing strip over the timing
+    line and the latest safety event."""
     views = _views_row(frame.views, view_height)
     width = views.shape[1]
     text = np.full((TEXT_HEIGHT, width, 3), _BACKGROUND, np.uint8)
     line = timing_line(frame)
-    # The line, cut in two where it is too long for the picture.
+    # The line cut in two (it is too long for the picture), then the latest safety event.
     parts = line.split(" | ")
     half = (len(parts) + 1) // 2
-    for row, chunk in enumerate((" | ".join(parts[:half]), " | ".join(parts[half:]))):
+    rows = [" | ".join(parts[:half]), " | ".join(parts[half:])]
+    rows.append(f"safety: {frame.events[-1]}" if frame.events else "safety: no event")
+    for row, words in enumerate(rows):
         cv2.putText(
-            text, chunk, (6, 17 + 20 * row), cv2.FONT_HERSHEY_SIMPLEX, 0.42, _TEXT, 1, cv2.LINE_AA
+            text, words, (6, 17 + 20 * row), cv2.FONT_HERSHEY_SIMPLEX, 0.42, _TEXT, 1, cv2.LINE_AA
         )
     return np.concatenate([views, _strip(frame, width), text], axis=0)
 
