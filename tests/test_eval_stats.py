@@ -236,6 +236,19 @@ def test_incomplete_design_gives_notes(tmp_path: Path) -> None:
     assert effects == []
     assert any("missing: world=grounded/behavior=adapted" in n for n in notes)
     assert any("no real-only policy" in n for n in notes)
+    # Two policies in one cell: no 2x2 effects, but each still gets its gain over real-only.
+    extra = write_eval(
+        tmp_path / "again",
+        "again",
+        DESIGN[("nominal", "planned")],
+        world="nominal",
+        behavior="planned",
+    )
+    effects, notes = grounding_effects([*logs, extra], groups=("overall",), resamples=200)
+    assert {e.kind for e in effects} == {"gain"} and len(effects) == 5
+    assert any(
+        "more than one policy in the cell world=nominal, behavior=planned" in n for n in notes
+    )
 
 
 def test_power_analysis_textbook_value_and_simulated_power() -> None:

@@ -182,16 +182,16 @@ class Effect:
 class Design:
     """The policies of the 2x2 grounding design, found from their eval.json."""
 
-    # (world, behavior) -> label, for the co-trained policies.
+    # (world, behavior) -> label, the first co-trained policy of each cell.
     cells: dict[tuple[str, str], str]
+    # (label, world, behavior) of every co-trained policy, in the order given.
+    cotrained: tuple[tuple[str, str, str], ...]
     # The real-only baseline's label, if exactly one was given.
     real_only: str | None
     # Why an effect could not be computed.
     notes: tuple[str, ...]
-
-    @property
-    def complete(self) -> bool:
-        return len(self.cells) == 4 and not any("more than one" in n for n in self.notes)
+    # True when every cell holds exactly one policy (the 2x2 effects are defined).
+    complete: bool
 
 
 def find_design(logs: Sequence[TrialLog], labels: Sequence[str]) -> Design:
@@ -199,6 +199,8 @@ def find_design(logs: Sequence[TrialLog], labels: Sequence[str]) -> Design:
     one; an empty or doubly-filled cell is recorded as a note, not raised."""
     notes: list[str] = []
     cells: dict[tuple[str, str], str] = {}
+    cotrained: list[tuple[str, str, str]] = []
+    doubled = False
     real: list[str] = []
     for log, label in zip(logs, labels, strict=True):
         p = log.info.policy
@@ -207,7 +209,9 @@ def find_design(logs: Sequence[TrialLog], labels: Sequence[str]) -> Design:
         if p.world is None or p.behavior is None:
             continue
         key = (p.world, p.behavior)
+        cotrained.append((label, p.world, p.behavior))
         if key in cells:
+            doubled = True
             notes.append(
                 f"more than one policy in the cell world={key[0]}, behavior={key[1]} "
                 f"({cells[key]}, {label}): the 2x2 effects are not computed"
@@ -228,7 +232,9 @@ def find_design(logs: Sequence[TrialLog], labels: Sequence[str]) -> Design:
         notes.append(f"more than one real-only policy ({', '.join(real)}): no gains computed")
     elif not real:
         notes.append("no real-only policy (policy.real_only): no gains computed")
-    return Design(cells, real[0] if len(real) == 1 else None, tuple(notes))
+    complete = len(cells) == 4 and not doubled
+    baseline = real[0] if len(real) == 1 else None
+    return Design(cells, tuple(cotrained), baseline, tuple(notes), complete)
 
 
 def _effect_contrasts(design: Design) -> list[tuple[str, str, dict[str, float]]]:
@@ -256,7 +262,7 @@ def _effect_contrasts(design: Design) -> list[tuple[str, str, dict[str, float]]]
             ),
         ]
     if design.real_only is not None:
-        for (world, behavior), label in sorted(design.cells.items()):
+        for label, world, behavior in design.cotrained:
             out.append(
                 (
                     "gain",
