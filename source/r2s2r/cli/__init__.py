@@ -12,6 +12,7 @@ from r2s2r.cli.generate import generate
 from r2s2r.cli.ground import app as ground_app
 from r2s2r.cli.policy import app as policy_app
 from r2s2r.cli.record import record
+from r2s2r.cli.report import compare, report
 from r2s2r.cli.rig import app as rig_app
 from r2s2r.cli.serve import serve
 from r2s2r.cli.sim import app as sim_app
@@ -31,6 +32,8 @@ app.add_typer(policy_app, name="policy")
 app.command("record")(record)
 app.command("generate")(generate)
 app.command("serve")(serve)
+app.command("report")(report)
+app.command("compare")(compare)
 
 
 @app.command()
