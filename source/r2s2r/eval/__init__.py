@@ -1,0 +1,2 @@
+"""Evaluation: the trial protocol, trial runner, statistics, latent-space analysis and
+report."""
