@@ -10,6 +10,7 @@ from r2s2r import __version__
 from r2s2r.cli.dataset import app as dataset_app
 from r2s2r.cli.generate import generate
 from r2s2r.cli.ground import app as ground_app
+from r2s2r.cli.latent import latent
 from r2s2r.cli.policy import app as policy_app
 from r2s2r.cli.record import record
 from r2s2r.cli.report import compare, report
@@ -34,6 +35,7 @@ app.command("generate")(generate)
 app.command("serve")(serve)
 app.command("report")(report)
 app.command("compare")(compare)
+app.command("latent")(latent)
 
 
 @app.command()
