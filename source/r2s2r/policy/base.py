@@ -59,6 +59,9 @@ class PolicyMetadata:
 # per camera under ``data.config.IMAGE_PREFIX + camera``, ``data.config.STATE_KEY``
 # (state_history, state_dim) float32 oldest first, and ``TASK_KEY``, the instruction.
 TASK_KEY = "task"
+# Optional in a request: (state_history,) bool, True where the history reaches back before the
+# episode's start (those rows repeat the first sample; training masks them the same way).
+STATE_PAD_KEY = "observation.state_is_pad"
 
 
 @runtime_checkable

@@ -23,7 +23,7 @@ import torch
 from r2s2r.data.config import IMAGE_PREFIX, STATE_KEY
 from r2s2r.policy import checkpoint as ckpt
 from r2s2r.policy.actions import ActionCodec
-from r2s2r.policy.base import TASK_KEY, PolicyError, PolicyMetadata
+from r2s2r.policy.base import STATE_PAD_KEY, TASK_KEY, PolicyError, PolicyMetadata
 from r2s2r.policy.collate import Collate
 from r2s2r.policy.config import PolicyCfg
 from r2s2r.policy.model import FlowMatchingPolicy, build_model
@@ -127,7 +127,14 @@ class LearnedPolicy:
         if STATE_KEY in observation:
             images = {c: np.asarray(observation[IMAGE_PREFIX + c]) for c in cams}
             states = np.asarray(observation[STATE_KEY], dtype=np.float32)
-            return images, states, str(observation[TASK_KEY]), None
+            pad = observation.get(STATE_PAD_KEY)
+            if pad is not None:
+                pad = np.asarray(pad, dtype=bool)
+                if pad.shape != (len(states),):
+                    raise PolicyError(
+                        f"{STATE_PAD_KEY}: expected ({len(states)},) bool, got {pad.shape}"
+                    )
+            return images, states, str(observation[TASK_KEY]), pad
         state = self.contract.state(observation).astype(np.float32)
         size = self._metadata.state_history
         if not self._history:
