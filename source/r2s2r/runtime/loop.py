@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from r2s2r.policy.base import ChunkPrefix, Policy
+from r2s2r.policy.base import ChunkPrefix, GuidedPolicy, Policy
 from r2s2r.rig.interfaces import Rig
 from r2s2r.rig.observe import observe
 from r2s2r.rig.safety import SafetySupervisor
@@ -73,6 +73,11 @@ class Runtime:
             self.cfg.warmup_calls, self.cfg.delay_window, self.cfg.delay_quantile
         )
         self.worker = InferenceWorker(policy)
+        # RTC asks for guided chunks where the policy makes them (a policy server says so on
+        # connect); otherwise it still executes the committed actions and switches after them.
+        self.guided = isinstance(policy, GuidedPolicy) and bool(getattr(policy, "guided", True))
+        if execution == "rtc" and not self.guided:
+            log.info("runtime: the policy makes no guided chunks; RTC switches after the delay")
         # Learned policies and servers take the dataset's form, with the loop's history.
         self.request_form = wants_request(meta)
         self.history = StateHistory(meta.state_history)
@@ -193,11 +198,13 @@ class Runtime:
         if self.execution == "rtc":
             tail = self.executor.prefix(k, self.horizon)
             if tail is not None:
-                d = min(delay, len(tail))
-                prefix = ChunkPrefix(tail, d, max(self.exec_horizon, d))
+                # RTC needs d <= s <= H - d.
+                d = min(delay, len(tail), self.horizon // 2)
+                s = min(max(self.exec_horizon, d, 1), self.horizon - d)
+                prefix = ChunkPrefix(tail, d, s, self.cfg.rtc_beta, self.cfg.rtc_schedule)
         if self.request_form:
             obs = build_request(obs, self.history, self.contract.cameras)
-        self.worker.submit(obs, prefix, k)
+        self.worker.submit(obs, prefix if self.guided else None, k)
         self.executor.last_request = k
         d = 0 if prefix is None else prefix.delay
         return ChunkLog(len(episode.chunks), k, None, None, d, False, False, "", None)
