@@ -11,8 +11,10 @@ from r2s2r.cli.dataset import app as dataset_app
 from r2s2r.cli.deploy import app as deploy_app
 from r2s2r.cli.generate import generate
 from r2s2r.cli.ground import app as ground_app
+from r2s2r.cli.latent import latent
 from r2s2r.cli.policy import app as policy_app
 from r2s2r.cli.record import record
+from r2s2r.cli.report import compare, report
 from r2s2r.cli.rig import app as rig_app
 from r2s2r.cli.runtime import app as runtime_app
 from r2s2r.cli.serve import serve
@@ -35,6 +37,9 @@ app.add_typer(runtime_app, name="runtime")
 app.command("record")(record)
 app.command("generate")(generate)
 app.command("serve")(serve)
+app.command("report")(report)
+app.command("compare")(compare)
+app.command("latent")(latent)
 
 
 @app.command()
