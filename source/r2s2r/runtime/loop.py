@@ -95,9 +95,10 @@ class Runtime:
     # ------------------------------------------------------------------ control
     def emergency_stop(self, reason: str = "emergency stop") -> None:
         """Stop the arms now and end the episode; callable from any thread."""
+        # The arms stop first; the loop, told after, ends the episode with the stop logged.
+        self.sup.emergency_stop(reason)
         self._estop_reason = reason
         self._estop.set()
-        self.sup.emergency_stop(reason)
 
     def close(self) -> None:
         self.worker.close()
