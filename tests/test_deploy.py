@@ -34,7 +34,7 @@ from r2s2r.cli import app
 from r2s2r.cli.deploy import Keys
 from r2s2r.data import Dataset
 from r2s2r.data.config import STATE_KEY
-from r2s2r.policy.base import TASK_KEY, PolicyMetadata
+from r2s2r.policy.base import STATE_PAD_KEY, TASK_KEY, PolicyMetadata
 from r2s2r.policy.serve import PolicyServer
 from r2s2r.rig.twin import TwinRig
 from r2s2r.runtime.episode import StepLog
@@ -251,10 +251,12 @@ def test_a_policy_server_drives_the_twin(tmp_path: Path) -> None:
     assert policy.resets == 1 and len(policy.requests) >= 3
     first, later = policy.requests[0], policy.requests[-1]
     assert first[TASK_KEY] == later[TASK_KEY] and "Pick the" in first[TASK_KEY]
-    # The proprio history: the first request repeats its state, later ones slide.
+    # The proprio history of the loop (one sample a period): the first request repeats its
+    # state, marked as padding; later ones are full.
     assert first[STATE_KEY].shape == (3, nominal_embodiment().state_dim)
     np.testing.assert_array_equal(first[STATE_KEY][0], first[STATE_KEY][2])
-    np.testing.assert_array_equal(policy.requests[2][STATE_KEY][0], first[STATE_KEY][2])
+    assert first[STATE_PAD_KEY].tolist() == [True, True, False]
+    assert not later[STATE_PAD_KEY].any()
 
 
 def test_a_policy_that_does_not_fit_the_rig_is_refused() -> None:

@@ -29,12 +29,12 @@ from typing import Any, Literal, cast, get_args
 import numpy as np
 from pydantic import model_validator
 
-from r2s2r.policy.base import ChunkPrefix, GuidedPolicy, Policy, PolicyMetadata
+from r2s2r.policy.base import ChunkPrefix, Policy, PolicyMetadata
 from r2s2r.rig.interfaces import Rig
 from r2s2r.rig.safety import SafetyLimits, SafetySupervisor
 from r2s2r.runtime.episode import EpisodeStart, StepLog
 from r2s2r.runtime.fault_devices import FaultyRig
-from r2s2r.runtime.remote import LocalServer
+from r2s2r.runtime.remote import LocalServer, takes_prefixes
 from r2s2r.sim.contract import Contract
 from r2s2r.sim.embodiment import Embodiment
 from r2s2r.spec import Spec
@@ -265,7 +265,7 @@ class FaultInjector:
             policy = self.server.policy
         if not any(f.kind in POLICY_FAULTS for f in self.faults):
             return policy
-        cls = FaultyGuidedPolicy if isinstance(policy, GuidedPolicy) else FaultyPolicy
+        cls = FaultyGuidedPolicy if takes_prefixes(policy) else FaultyPolicy
         return cls(policy, self.faults, rig.now, rig.embodiment, limits, self.note)
 
     def begin_episode(self) -> None:

@@ -1,9 +1,10 @@
 """Running a policy server's policy in the runtime.
 
 A policy server (``r2s2r serve``, ``PolicyServer``) takes requests in the dataset's form
-(``policy.base.TASK_KEY``): one image per camera under ``IMAGE_PREFIX + camera``, the proprio
-history under ``STATE_KEY`` and the instruction. ``RequestForm`` turns the runtime's
-observations into such requests for a client of it (``RemotePolicy``). ``LocalServer``
+(``policy.base.TASK_KEY``) only: one image per camera under ``IMAGE_PREFIX + camera``, the
+proprio history under ``STATE_KEY`` and the instruction. The runtime builds them for
+policies that read views or a history; ``RequestForm`` builds them for a client of a server
+(``RemotePolicy``) whose policy reads neither. ``LocalServer``
 serves a policy of this process on a loopback port through a real server and client, and
 can take the server down mid-episode (the disconnect fault).
 """
@@ -12,15 +13,13 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from r2s2r.data.config import IMAGE_PREFIX, STATE_KEY
+from r2s2r.data.config import STATE_KEY
 from r2s2r.policy.base import (
-    TASK_KEY,
     ChunkPrefix,
     GuidedPolicy,
     Policy,
@@ -28,31 +27,36 @@ from r2s2r.policy.base import (
     PolicyMetadata,
 )
 from r2s2r.runtime.episode import EpisodeStart
+from r2s2r.runtime.request import StateHistory, build_request
 from r2s2r.sim.contract import PROPRIO_KEYS
 
 log = logging.getLogger("r2s2r.runtime")
 
 
 class RequestForm:
-    """Drives ``policy`` (which takes requests in the dataset's form) with the runtime's
-    observations. The proprio history holds the states of this episode's requests, oldest
-    first, the first repeated where fewer were made (as ``LearnedPolicy`` keeps it for an
-    observation). ``begin`` is handed to ``on_begin`` (a served policy of this process)."""
+    """Drives ``policy`` (which takes requests in the dataset's form only, as a policy
+    server's client does) with whatever the runtime hands it. The runtime builds requests
+    itself for policies that read views or a proprio history (``runtime.request``); those
+    pass through. It hands the others (no views, one state) its observation, which becomes
+    a request here. ``begin`` is handed to ``on_begin`` (a served policy of this process)."""
 
     def __init__(
         self, policy: Policy, on_begin: Callable[[EpisodeStart], None] | None = None
     ) -> None:
         self.inner = policy
         self.on_begin = on_begin
-        meta = policy.metadata
-        self._history: deque[np.ndarray] = deque(maxlen=meta.state_history)
+        self._history = StateHistory(policy.metadata.state_history)
 
     @property
     def metadata(self) -> PolicyMetadata:
         return self.inner.metadata
 
+    @property
+    def guided(self) -> bool:
+        return takes_prefixes(self.inner)
+
     def reset(self) -> None:
-        self._history.clear()
+        self._history.reset()
         self.inner.reset()
 
     def begin(self, start: EpisodeStart) -> None:
@@ -60,28 +64,19 @@ class RequestForm:
             self.on_begin(start)
 
     def request(self, observation: dict[str, Any]) -> dict[str, Any]:
-        """The request in the dataset's form for a runtime observation."""
+        """The request in the dataset's form of what the runtime handed over."""
+        if STATE_KEY in observation:
+            return observation
         meta = self.metadata
-        out: dict[str, Any] = {TASK_KEY: str(observation["instruction"])}
-        views = observation.get("images") or {}
-        missing = [c for c in meta.cameras if c not in views]
-        if missing:
-            raise PolicyError(f"observation: no images of cameras {missing}")
-        for camera in meta.cameras:
-            out[IMAGE_PREFIX + camera] = np.ascontiguousarray(views[camera])
-        if meta.state_dim:
-            parts = [np.asarray(observation[k]).reshape(-1) for k in PROPRIO_KEYS]
-            state = np.concatenate(parts).astype(np.float32)
-            if len(state) != meta.state_dim:
-                raise PolicyError(
-                    f"observation: its proprio has {len(state)} entries, the policy reads "
-                    f"{meta.state_dim}"
-                )
-            if not self._history:
-                self._history.extend([state] * meta.state_history)
-            self._history.append(state)
-            out[STATE_KEY] = np.stack(self._history)
-        return out
+        if meta.cameras or meta.state_history > 1:
+            raise PolicyError(
+                "a policy that reads views or a proprio history gets its request from the "
+                "runtime (runtime.request.build_request), not an observation"
+            )
+        parts = [np.asarray(observation[k]).reshape(-1) for k in PROPRIO_KEYS]
+        self._history.reset()
+        self._history.push(np.concatenate(parts))
+        return build_request(observation, self._history, ())
 
     def infer(self, observation: dict[str, Any]) -> np.ndarray:
         return self.inner.infer(self.request(observation))
@@ -100,13 +95,18 @@ class GuidedRequestForm(RequestForm):
         return np.asarray(inner.infer_guided(self.request(observation), prefix))
 
 
+def takes_prefixes(policy: Policy) -> bool:
+    """Whether ``policy`` makes guided chunks (RTC): it has ``infer_guided`` and, where it
+    says (a policy server's client, a wrapper), ``guided``."""
+    return isinstance(policy, GuidedPolicy) and bool(getattr(policy, "guided", True))
+
+
 def request_form(
     policy: Policy, on_begin: Callable[[EpisodeStart], None] | None = None
 ) -> RequestForm:
     """``policy`` driven with requests in the dataset's form; guided (RTC) where it takes
-    prefixes (a client says so with ``guided``)."""
-    guided = isinstance(policy, GuidedPolicy) and bool(getattr(policy, "guided", True))
-    return (GuidedRequestForm if guided else RequestForm)(policy, on_begin)
+    prefixes."""
+    return (GuidedRequestForm if takes_prefixes(policy) else RequestForm)(policy, on_begin)
 
 
 class LocalServer:

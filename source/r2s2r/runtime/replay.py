@@ -19,8 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from r2s2r.policy.base import ChunkPrefix, GuidedPolicy, Policy, PolicyError, PolicyMetadata
+from r2s2r.policy.base import ChunkPrefix, Policy, PolicyError, PolicyMetadata
 from r2s2r.runtime.episode import EpisodeStart
+from r2s2r.runtime.remote import takes_prefixes
 from r2s2r.sim.embodiment import Embodiment
 
 CONTROL_HZ = 50.0
@@ -163,5 +164,5 @@ def slow(
     policy: Policy, latency_ms: float, warmup_calls: int = 0, warmup_ms: float = 0.0
 ) -> Policy:
     """``policy`` made slower (``SlowPolicy``), guided where it is."""
-    cls = SlowGuidedPolicy if isinstance(policy, GuidedPolicy) else SlowPolicy
+    cls = SlowGuidedPolicy if takes_prefixes(policy) else SlowPolicy
     return cls(policy, latency_ms, warmup_calls, warmup_ms)
