@@ -245,7 +245,7 @@ def deploy(
     from r2s2r.runtime.episode import start_episode
     from r2s2r.runtime.faults import FaultInjector
     from r2s2r.runtime.loop import Runtime
-    from r2s2r.runtime.record import EpisodeRecorder, deploy_dataset_cfg
+    from r2s2r.runtime.record import EpisodeRecorder, deploy_dataset_cfg, episode_summary
 
     check_request(request)
     cancel = cancel or Cancel()
@@ -268,8 +268,10 @@ def deploy(
             policy = OperatorPolicy.for_twin(base, request.seed)
         rig = injector.wrap_rig(base)
         injector.watch(sup)
-        policy = injector.wrap_policy(policy, rig, sup.limits)
-        runtime = Runtime(rig, policy, sup, _runtime_cfg(request))
+        # The policy as built is the one to close; the runtime runs it with the faults.
+        runtime = Runtime(
+            rig, injector.wrap_policy(policy, rig, sup.limits), sup, _runtime_cfg(request)
+        )
         if estop is not None:
             estop.attach(runtime)
         recorder = None
@@ -300,8 +302,6 @@ def deploy(
                     "behavior": "deploy",
                 }
                 index = recorder.save(episode, meta)
-            from r2s2r.runtime.record import episode_summary
-
             summary = episode_summary(episode)
             result.episodes.append(EpisodeResult(i, summary, index))
             report(progress, "deploy", i + 1, request.episodes, f"last: {episode.outcome}")
