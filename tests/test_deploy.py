@@ -55,6 +55,7 @@ runner = CliRunner()
         ({"rig": "hardware", "policy": "scripted", "config": "cell.yaml"}, "only the twin"),
         ({"policy": "scripted", "faults": ("nan@x",)}, "'x' is not a time"),
         ({"server": "127.0.0.1:9", "faults": ("disconnect@1s",)}, "not --server"),
+        ({"policy": "scripted", "faults": ("latency:300ms@1s",)}, "--lockstep-delay measured"),
         ({"policy": "no/such/run"}, "no such training run folder"),
     ],
 )

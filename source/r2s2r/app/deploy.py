@@ -166,6 +166,13 @@ def check_request(request: DeployRequest) -> None:
         faults = parse_faults(request.faults)
     except FaultError as err:
         raise RequestError(str(err)) from None
+    lockstep = request.rig == "twin" and not request.realtime
+    if lockstep and request.delay_periods is not None and any(f.kind == "latency" for f in faults):
+        raise RequestError(
+            "a latency fault does nothing on the lockstep twin with a fixed delay (chunks "
+            f"arrive {request.delay_periods} periods late whatever the inference takes): use "
+            "--realtime or --lockstep-delay measured"
+        )
     if any(f.kind == "disconnect" for f in faults) and request.server is not None:
         raise RequestError(
             "the disconnect fault serves the policy from this process so that it can stop "

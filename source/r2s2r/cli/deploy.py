@@ -158,6 +158,14 @@ def deploy(
     exec_horizon: Annotated[
         int, typer.Option("--exec-horizon", min=1, help="actions run per inference")
     ] = 10,
+    lockstep_delay: Annotated[
+        str,
+        typer.Option(
+            "--lockstep-delay",
+            help="lockstep twin: periods a chunk arrives after its observation, or "
+            "'measured' (its inference's latency)",
+        ),
+    ] = "3",
     record: Annotated[
         Path | None, typer.Option("--record", help="dataset folder to record into")
     ] = None,
@@ -188,6 +196,11 @@ def deploy(
     from r2s2r.cli.progress import progress_bar
 
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    if lockstep_delay != "measured" and not lockstep_delay.isdigit():
+        typer.echo(
+            f"error: --lockstep-delay {lockstep_delay!r}: expected N or 'measured'", err=True
+        )
+        raise typer.Exit(2)
     request = DeployRequest(
         rig=rig.value,
         config=config,
@@ -200,6 +213,7 @@ def deploy(
         condition=condition,
         execution=execution.value,
         exec_horizon=exec_horizon,
+        delay_periods=None if lockstep_delay == "measured" else int(lockstep_delay),
         record=record,
         faults=tuple(fault or ()),
         image_size=image_size,
