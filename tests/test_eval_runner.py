@@ -274,6 +274,34 @@ def test_a_served_policy_runs_through_the_same_loop(tmp_path: Path) -> None:
     for r in result.records:
         assert (r.outcome, r.ended_by, r.steps) == ("timeout", "timeout", 25)
         assert r.infer_ms_p50 is not None and r.infer_ms_p50 > 0
+    # A server that goes away: the trial it was needed for is not logged as a failure of
+    # the policy; the evaluation stops with the reason, and the trials before it stay.
+    with PolicyServer(hold, port=0) as server:
+        source = open_policy(server=f"127.0.0.1:{server.port}")
+
+        def progress(done: int, total: int, successes: int, last: Any) -> None:
+            if done == 1:
+                server.close()
+
+        with pytest.raises(EvalError, match="trial 1: the policy server went away"):
+            run(tmp_path / "gone", source, trials=2, max_s=0.5, progress=progress)
+        source.close()
+    assert [r["trial"] for r in lines(tmp_path / "gone")] == [0]
+    # ... also in the middle of a trial (the control loop sees the inference fail).
+    with PolicyServer(hold, port=0) as server:
+        source = open_policy(server=f"127.0.0.1:{server.port}")
+        polls = [0]
+
+        def close_soon() -> bool:
+            polls[0] += 1
+            if polls[0] == 5:
+                server.close()
+            return False
+
+        with pytest.raises(EvalError, match="trial 0: the policy server went away"):
+            run(tmp_path / "gone2", source, trials=1, max_s=0.5, stop=close_soon)
+        source.close()
+    assert read_trials(tmp_path / "gone2").records == ()
 
 
 def test_the_command_line_and_the_entry_script(tmp_path: Path) -> None:

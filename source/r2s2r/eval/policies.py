@@ -287,7 +287,8 @@ class PlannedPolicy:
     one per call (``PlanPolicy`` with horizon 1), whatever is observed. Horizon 1 because a
     plan is a timed sequence: the runtime asks a horizon-1 policy every period (synchronous
     execution), so command k runs at step k, as in open-loop execution. Where the behavior
-    makes no plan, ``infer`` fails with its reason (the runtime ends the trial: failed)."""
+    makes no plan for the instance, ``infer`` fails with the reason (the runtime ends the
+    trial: failed)."""
 
     def __init__(
         self,
@@ -322,13 +323,13 @@ class PlannedPolicy:
         from r2s2r.policy.plan import PlanPolicy
 
         self.plan, self.failure = None, ""
-        instance = instance_from_start(start, self.task, self.world)
         rng = np.random.default_rng(self.seed)
         try:
+            instance = instance_from_start(start, self.task, self.world)
             self.plan = PlanPolicy.from_behavior(
                 self.behavior, instance, rng, 1, self._metadata.control_hz, self.embodiment
             )
-        except PolicyError as err:
+        except ValueError as err:  # No plan (PolicyError), or an instance the cell refuses.
             self.failure = str(err)
             log.warning("planned policy: %s", err)
 

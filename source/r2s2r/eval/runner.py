@@ -13,7 +13,9 @@ accepted the policy (a policy that does not fit leaves nothing behind). A DIR th
 another protocol, protocol seed, rig, policy or runtime setting is refused, and nothing in
 it is touched. Stopping (``should_stop``, Ctrl-C, a crash) loses at most the trial in
 progress; the next call continues at the next trial. A trial saved into ``rollouts/`` whose
-line never reached the log (a crash between the two) is logged from its recording. On the
+line never reached the log (a crash between the two) is logged from its recording. A trial
+whose policy server goes away is not logged (a lost server says nothing of the policy): the
+evaluation stops with the reason, and continues at that trial when rerun. On the
 twin in lockstep with a fixed ``delay_periods`` a trial is a function of its seed, its
 condition and the policy, so a resumed evaluation logs what an uninterrupted one does (all
 but ``infer_ms_p50``, a wall-clock time).
@@ -21,6 +23,7 @@ but ``infer_ms_p50``, a wall-clock time).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections.abc import Callable
@@ -214,6 +217,10 @@ def evaluate(
         version=__version__,
     )
     before = _existing(out, info, full)
+    if before is not None:
+        # A continued evaluation keeps its eval.json (its version too); only a longer list
+        # of trials is written into it.
+        info = dataclasses.replace(before.info, trials_planned=info.trials_planned)
     logged = {r.trial: r for r in (before.records if before is not None else ())}
     run = _Run(setup, source, rigs, judge, out, stride)
     # A trial recorded but not logged (a crash between the two) is logged from its recording.
@@ -295,6 +302,23 @@ def _show(value: Any) -> str:
     return json.dumps(value, sort_keys=True) if isinstance(value, dict) else repr(value)
 
 
+def _lost_server(episode: EpisodeLog) -> str:
+    """Why the episode's policy server went away mid-episode ("" if it did not): a lost
+    server says nothing about the policy, so such a trial is not logged as a failure."""
+    if episode.ended_by != "policy_error":
+        return ""
+    gone = [c.reason for c in episode.chunks if c.reason.startswith("PolicyServerGone")]
+    return gone[-1] if gone else ""
+
+
+def _server_gone(trial: Trial, reason: str) -> EvalError:
+    return EvalError(
+        f"trial {trial.index}: the policy server went away ({reason}); the trial is not "
+        "logged (the trials before it are): start the server again and rerun the same "
+        "command to continue"
+    )
+
+
 @dataclass
 class _Prepared:
     rig: Rig
@@ -345,10 +369,16 @@ class _Run:
             hook = recorder.on_step if recorder is not None else None
             if judge is not None:
                 judge.begin()
-            episode = p.runtime.run_episode(start, max_s, on_step=hook, should_stop=halt)
-            if episode.ended_by == "stopped" and stop():
+            try:
+                episode = p.runtime.run_episode(start, max_s, on_step=hook, should_stop=halt)
+            except ConnectionError as err:
+                raise _server_gone(trial, str(err)) from err
+            lost = _lost_server(episode)
+            if lost or (episode.ended_by == "stopped" and stop()):
                 if recorder is not None:
                     recorder.discard()
+                if lost:
+                    raise _server_gone(trial, lost)
                 return None
             if judge is not None:
                 episode.outcome, episode.success, episode.ended_by = judge.verdict(episode)
