@@ -6,10 +6,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -384,3 +388,99 @@ def test_a_trained_run_is_evaluated_with_what_its_datasets_say(
     (tmp_path / "run" / "config.json").write_text(json.dumps(config))
     info = run_info(tmp_path / "run")
     assert (info.real_only, info.world, info.behavior) == (False, "grounded", "adapted")
+
+
+def test_a_trial_on_the_real_cell_is_set_up_and_judged_by_the_operator(tmp_path: Path) -> None:
+    from r2s2r.eval.hardware import HardwareRigs
+    from r2s2r.rig.drivers.manual import ManualConveyor, OperatorPresenter
+    from r2s2r.rig.hardware import HardwareRig
+    from r2s2r.spec.worlds import load_task, load_world
+
+    # A HardwareRig over the twin's arms and hands (paced to the wall clock, judged by no
+    # truth): the operator answers every question with Enter and judges by key, trial 0
+    # "wrong bin" while it runs, trial 1 "timeout" once its time is up.
+    twin = TwinRig(seed=0)
+    keys = QueuedKeys()
+    asked: list[str] = []
+    plan = {"Trial 0": ("w", 0.3), "Trial 1": ("t", 1.2)}
+
+    def prompt(question: str) -> str:
+        asked.append(question)
+        for start, (key, after) in plan.items():
+            if question.startswith(start):
+                threading.Timer(after, keys.push, args=(key,)).start()
+        return ""
+
+    names = [o.name for o in twin.task.all_objects]
+    presenter = OperatorPresenter(names, prompt)
+    cell = HardwareRig(
+        dict(twin.arms), dict(twin.hands), {}, ManualConveyor(prompt), presenter, twin.embodiment
+    )
+    rigs = HardwareRigs(cell, load_task("pick_sort"), load_world("nominal"), prompt)
+    home = np.concatenate(
+        [np.concatenate([twin.arms[s].state().tcp_pose, np.zeros(20)]) for s in ("left", "right")]
+    )
+    hold = PlanPolicy(np.tile(home, (200, 1)), horizon=8, embodiment=twin.embodiment)
+    setup = EvalSetup(
+        out=tmp_path / "cell",
+        protocol=SMOKE,
+        trials=2,
+        rig="hardware",
+        runtime=RuntimeCfg(max_s=0.8),
+        video="none",
+    )
+    try:
+        result = evaluate(
+            setup, GivenSource(hold, PolicyInfo("hold", "planned")), rigs, KeyJudge(keys)
+        )
+    finally:
+        rigs.close()
+    first, second = result.records
+    assert (first.outcome, first.success, first.ended_by) == ("wrong_bin", False, "key:w")
+    assert 0 < first.steps < 40
+    assert (second.outcome, second.ended_by, second.steps) == ("timeout", "timeout, key:t", 40)
+    trials = trial_list(SMOKE, 0)
+    assert [r.condition for r in result.records] == [t.condition for t in trials[:2]]
+    # The operator was asked to set each trial up, then for its belt speed and its object.
+    assert asked[0].startswith("Trial 0 (nominal)") and "Set the belt to" in asked[1]
+    assert f"Place the {first.object}" in asked[2]
+    assert "a novel object" in asked[3] and first.belt_speed > 0
+    assert second.object in [o.name for o in twin.task.novel_objects]
+
+
+def test_ctrl_c_drops_the_trial_in_progress_and_keeps_the_log(tmp_path: Path) -> None:
+    out = tmp_path / "interrupted"
+    cmd = [sys.executable, "-m", "r2s2r", "eval", "--policy", "scripted", "--protocol", "smoke"]
+    cmd += ["--trials", "2", "--video", "none", "--max-seconds", "10", "--out", str(out)]
+    env = {"PYTHONPATH": str(ROOT / "source"), "MUJOCO_GL": "egl", "PATH": "/usr/bin"}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 120
+    while not (out / "trials.jsonl").is_file() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr
+    assert "stopping: the trial in progress is dropped" in stdout
+    assert "1 of 2 trials (stopped; rerun to continue)" in stdout
+    assert [r["trial"] for r in lines(out)] == [0]
+
+
+def test_the_operators_terminal_gives_keys_and_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    from r2s2r.cli.eval import LineKeys
+
+    read, write = os.pipe()
+    monkeypatch.setattr(sys, "stdin", os.fdopen(read))
+    keys = LineKeys()
+    os.write(write, b"\nSorted\n")
+    deadline = time.monotonic() + 10
+    key = None
+    while key is None and time.monotonic() < deadline:
+        key = keys.poll()
+        time.sleep(0.01)
+    assert key == "s"
+    # A line typed before a question does not answer it.
+    os.write(write, b"stale\n")
+    time.sleep(0.2)
+    threading.Timer(0.2, os.write, args=(write, b"0.12\n")).start()
+    assert keys.prompt("speed? ") == "0.12"
+    os.close(write)
