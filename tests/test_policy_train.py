@@ -19,7 +19,7 @@ from r2s2r.cli import app
 from r2s2r.data import Dataset
 from r2s2r.data.config import IMAGE_PREFIX, STATE_KEY
 from r2s2r.policy import checkpoint as ckpt
-from r2s2r.policy.base import TASK_KEY, Policy, PolicyError
+from r2s2r.policy.base import STATE_PAD_KEY, TASK_KEY, Policy, PolicyError
 from r2s2r.policy.learned import LearnedPolicy
 from r2s2r.policy.train import TrainCfg, Trainer, learning_rate, read_metrics
 from r2s2r.spec import SpecError
@@ -181,6 +181,12 @@ def test_learned_policy_answers_env_observations_and_requests_alike(
         TASK_KEY: frame["task"],
     }
     np.testing.assert_allclose(policy.infer(request), chunk, atol=1e-5)
+    # A request that marks all but the newest sample as padding (the runtime's, at an
+    # episode's first period) answers as the env form does right after a reset.
+    pad = np.arange(20) < 19
+    np.testing.assert_allclose(policy.infer({**request, STATE_PAD_KEY: pad}), first, atol=1e-5)
+    with pytest.raises(PolicyError, match=STATE_PAD_KEY):
+        policy.infer({**request, STATE_PAD_KEY: pad[:3]})
     with pytest.raises(PolicyError, match=r"\(20, 68\)"):
         policy.infer({**request, STATE_KEY: request[STATE_KEY][:5]})
 

@@ -1,5 +1,6 @@
 """r2s2r's client of a policy server (``r2s2r serve``, or any server of openpi's protocol that
-answers requests in the dataset's form): itself a ``Policy``."""
+answers requests in the dataset's form): itself a ``Policy``, and a ``GuidedPolicy`` where
+the server says it takes RTC prefixes."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ import numpy as np
 
 from r2s2r.optional import missing_extra
 from r2s2r.policy import wire
-from r2s2r.policy.base import PolicyError, PolicyMetadata
-from r2s2r.policy.serve import AUTH_SCHEME, RESET_KEY, ws_url
+from r2s2r.policy.base import ChunkPrefix, PolicyError, PolicyMetadata
+from r2s2r.policy.serve import AUTH_SCHEME, GUIDED_KEY, RESET_KEY, ws_url
 
 try:
     from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
@@ -155,10 +156,34 @@ class RemotePolicy:
         self._stack.close()
         self._conn = None
 
+    @property
+    def guided(self) -> bool:
+        """Whether the server takes RTC prefixes (``infer_guided``): r2s2r's server of a
+        policy that has ``infer_guided`` says so on connect."""
+        return self.server_info.get(GUIDED_KEY) is True
+
     def infer(self, observation: dict[str, Any]) -> np.ndarray:
         """The server's chunk (action_horizon, action_dim) float64 for ``observation``, a
         request in the dataset's form."""
-        body = self._exchange(observation)
+        return self._actions(self._exchange(observation))
+
+    def infer_guided(self, observation: dict[str, Any], prefix: ChunkPrefix) -> np.ndarray:
+        """The server's chunk (action_horizon, action_dim) float64 for ``observation`` guided
+        onto ``prefix`` (the served policy's ``infer_guided``). Refused here, before sending,
+        where the server does not say it takes prefixes: openpi's would ignore them."""
+        if not isinstance(prefix, ChunkPrefix):
+            raise PolicyError(f"prefix: expected a ChunkPrefix, got {type(prefix).__name__}")
+        if not self.guided:
+            raise PolicyError(
+                f"the policy server at {self.url} does not take RTC prefixes (no "
+                f"'{GUIDED_KEY}: true' in its metadata): its policy has no infer_guided, or it "
+                "is not r2s2r's server"
+            )
+        prefix.check(self._metadata.action_horizon, self._metadata.action_dim)
+        return self._actions(self._exchange({**observation, **wire.prefix_message(prefix)}))
+
+    def _actions(self, body: dict[str, Any]) -> np.ndarray:
+        # The reply's chunk, checked against the metadata.
         actions = body.get("actions")
         expected = (self._metadata.action_horizon, self._metadata.action_dim)
         if not isinstance(actions, np.ndarray) or actions.shape != expected:

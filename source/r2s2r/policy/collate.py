@@ -138,6 +138,16 @@ class Collate:
         out["domain_id"] = torch.tensor([int(domain_id)])
         return out
 
+    def actions_in(self, actions: np.ndarray, state_now: np.ndarray) -> torch.Tensor:
+        """Contract actions (B, T, A) in robot units and the current states (B, S) -> the
+        model's normalized internal actions (B, T, max_action_dim) float32, padded dims 0
+        (the inverse of ``actions_out``; what a training batch holds as ``actions``)."""
+        actions = np.asarray(actions, dtype=np.float64)
+        if actions.ndim != 3:
+            raise PolicyError(f"actions: expected (B, T, A), got {actions.shape}")
+        internal = self.codec.encode(actions, np.asarray(state_now, dtype=np.float64))
+        return torch.from_numpy(_pad(self.stats.action.normalize(internal), self.max_action_dim))
+
     def actions_out(self, internal: torch.Tensor | np.ndarray, state_now: np.ndarray) -> np.ndarray:
         """Model output (B, H, max_action_dim), normalized internal actions, and the current
         states (B, S) -> contract actions (B, H, A) float64 in robot units."""

@@ -8,6 +8,10 @@ itself, padding it with the first sample after ``reset``) or a request in the da
 is what the policy server receives. Sampling starts from the same noise at every call (drawn
 from ``noise_seed``), so a chunk is a function of the observation alone: the server and the
 in-process policy answer alike.
+
+``infer_guided(observation, prefix)`` (a ``base.GuidedPolicy``) samples the chunk guided onto
+the actions the runtime has committed to (RTC): the prefix goes into the model's action space
+as training batches hold actions (encoded relative to the state now, normalized, padded).
 """
 
 from __future__ import annotations
@@ -23,10 +27,10 @@ import torch
 from r2s2r.data.config import IMAGE_PREFIX, STATE_KEY
 from r2s2r.policy import checkpoint as ckpt
 from r2s2r.policy.actions import ActionCodec
-from r2s2r.policy.base import TASK_KEY, PolicyError, PolicyMetadata
+from r2s2r.policy.base import STATE_PAD_KEY, TASK_KEY, ChunkPrefix, PolicyError, PolicyMetadata
 from r2s2r.policy.collate import Collate
 from r2s2r.policy.config import PolicyCfg
-from r2s2r.policy.model import FlowMatchingPolicy, build_model
+from r2s2r.policy.model import FlowMatchingPolicy, Guide, build_model
 from r2s2r.policy.train import resolve_device
 from r2s2r.sim.contract import Contract
 from r2s2r.sim.embodiment import Embodiment
@@ -127,7 +131,14 @@ class LearnedPolicy:
         if STATE_KEY in observation:
             images = {c: np.asarray(observation[IMAGE_PREFIX + c]) for c in cams}
             states = np.asarray(observation[STATE_KEY], dtype=np.float32)
-            return images, states, str(observation[TASK_KEY]), None
+            pad = observation.get(STATE_PAD_KEY)
+            if pad is not None:
+                pad = np.asarray(pad, dtype=bool)
+                if pad.shape != (len(states),):
+                    raise PolicyError(
+                        f"{STATE_PAD_KEY}: expected ({len(states)},) bool, got {pad.shape}"
+                    )
+            return images, states, str(observation[TASK_KEY]), pad
         state = self.contract.state(observation).astype(np.float32)
         size = self._metadata.state_history
         if not self._history:
@@ -144,6 +155,29 @@ class LearnedPolicy:
 
     def infer(self, observation: dict[str, Any]) -> np.ndarray:
         """The next chunk (action_horizon, action_dim) float64, in robot units."""
+        return self._chunk(observation, None)
+
+    def infer_guided(self, observation: dict[str, Any], prefix: ChunkPrefix) -> np.ndarray:
+        """The next chunk (action_horizon, action_dim) float64, in robot units, guided onto
+        ``prefix`` (RTC: ``base.ChunkPrefix``, ``model.Guide``): the same noise as ``infer``,
+        so a prefix whose weights are all 0 gives ``infer``'s chunk."""
+        if not isinstance(prefix, ChunkPrefix):
+            raise PolicyError(f"prefix: expected a ChunkPrefix, got {type(prefix).__name__}")
+        prefix.check(self._metadata.action_horizon, self._metadata.action_dim)
+        return self._chunk(observation, prefix)
+
+    def _guide(self, prefix: ChunkPrefix, state_now: np.ndarray) -> Guide:
+        """``prefix`` in the model's action space: its actions encoded relative to the state
+        now (S,) and normalized, zero past its end, and its weights, as a batch of one."""
+        h = self._metadata.action_horizon
+        target = torch.zeros(1, h, self.model.cfg.max_action_dim)
+        actions = prefix.actions[:h]
+        target[:, : len(actions)] = self.collate.actions_in(actions[None], state_now[None])
+        weights = torch.from_numpy(prefix.weights(h)[None]).float()
+        return Guide(target.to(self.device), weights.to(self.device), prefix.beta)
+
+    def _chunk(self, observation: dict[str, Any], prefix: ChunkPrefix | None) -> np.ndarray:
+        # The chunk of ``infer`` (no prefix) or ``infer_guided``.
         images, states, task, pad = self._inputs(observation)
         want = (self._metadata.state_history, self._metadata.state_dim)
         if states.shape != want:
@@ -154,6 +188,7 @@ class LearnedPolicy:
         batch = {
             k: v.to(self.device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()
         }
+        guide = None if prefix is None else self._guide(prefix, states[-1])
         gen = torch.Generator(self.device).manual_seed(self.noise_seed)
         cfg = self.model.cfg
         noise = torch.randn(
@@ -162,7 +197,7 @@ class LearnedPolicy:
         sync = torch.cuda.synchronize if self.device.type == "cuda" else (lambda: None)
         t0 = time.perf_counter()
         with torch.inference_mode():
-            internal = self.model.sample(batch, noise=noise)
+            internal = self.model.sample(batch, noise=noise, guide=guide)
         sync()
         self.last_timing = {"infer_ms": (time.perf_counter() - t0) * 1e3}
         chunk = self.collate.actions_out(internal.float().cpu(), states[-1][None])

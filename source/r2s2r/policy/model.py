@@ -7,10 +7,18 @@ action tokens and the flow time to a velocity, attending to them (``velocity``).
 matching follows openpi: t ~ Beta(1.5, 1) * 0.999 + 0.001 with t = 1 the noise,
 x_t = t * noise + (1 - t) * actions, the target u = noise - actions; sampling is Euler from
 t = 1 to 0.
+
+Guided sampling (``sample(..., guide=Guide(...))``) is real-time chunking's inpainting
+(Black et al. 2025), written in this time convention: at each Euler step the clean estimate
+is x0 = x_t - t * v, the error (Y - x0) * W is pulled back through the action transformer
+(a vector-Jacobian product, g = (d x0 / d x_t)^T [(Y - x0) * W]), and the velocity becomes
+v - c g with c = min(beta, (t^2 + (1 - t)^2) / (t (1 - t))): stepping x_t by -dt v then
+moves x_t along g, down the weighted error (RTC's tau = 1 - t, its v = -ours).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +49,26 @@ class Context:
     embodiment_id: Tensor
     action_dim_mask: Tensor
     pad: Tensor | None = None
+
+
+@dataclass
+class Guide:
+    """RTC's inpainting target for ``FlowMatchingPolicy.sample``, in the model's action space
+    (normalized, encoded, padded): ``target`` Y (B, H, Da), ``weights`` W (B, H) in [0, 1]
+    per step, ``beta`` the clip of the guidance weight (see the module docstring)."""
+
+    target: Tensor
+    weights: Tensor
+    beta: float
+
+
+def guidance_weight(t: float, beta: float) -> float:
+    """RTC's guidance weight at flow time t (1 = noise), clipped at ``beta``: the ratio
+    (1 - tau) / tau / r^2 with r^2 = (1 - tau)^2 / (tau^2 + (1 - tau)^2), tau = 1 - t; it is
+    infinite at the first step (t = 1), where the clip decides."""
+    if t <= 0.0 or t >= 1.0:
+        return beta
+    return min(beta, (t * t + (1.0 - t) ** 2) / (t * (1.0 - t)))
 
 
 def _shape_error(key: str, expected: str, value: Any) -> PolicyError:
@@ -218,9 +246,11 @@ class FlowMatchingPolicy(nn.Module):
         steps: int | None = None,
         noise: Tensor | None = None,
         generator: torch.Generator | None = None,
+        guide: Guide | None = None,
     ) -> Tensor:
         """Actions (B, H, Da) by Euler from noise (t = 1) to t = 0 in ``steps`` steps
-        (default ``cfg.denoise_steps``), the observation encoded once; padded dims are 0."""
+        (default ``cfg.denoise_steps``), the observation encoded once; padded dims are 0.
+        With a ``guide`` each step is RTC's guided one (see the module docstring)."""
         steps = self.cfg.denoise_steps if steps is None else steps
         if steps < 1:
             raise PolicyError(f"steps: expected at least 1, got {steps}")
@@ -233,11 +263,54 @@ class FlowMatchingPolicy(nn.Module):
             raise PolicyError(f"noise: expected shape {shape}, got {tuple(noise.shape)}")
         dims = ctx.action_dim_mask[:, None].float()
         x = noise.to(self.action_pos.device).float() * dims
+        if guide is not None:
+            return self._sample_guided(ctx, x, dims, steps, guide)
         dt = -1.0 / steps
         for i in range(steps):
             t = torch.full((b,), 1.0 - i / steps, device=x.device)
             x = x + dt * self.velocity(ctx, x, t).float() * dims
         return x
+
+    def _sample_guided(
+        self, ctx: Context, x: Tensor, dims: Tensor, steps: int, guide: Guide
+    ) -> Tensor:
+        """``sample``'s Euler steps with RTC's guidance, from x (B, H, Da) = the masked noise;
+        dims (B, 1, Da) the real action dims. Only the action transformer is differentiated:
+        the observation tokens are constants here."""
+        b, h, da = x.shape
+        target, weights = guide.target, guide.weights
+        if not isinstance(target, Tensor) or tuple(target.shape) != (b, h, da):
+            raise _shape_error("guide.target", f"(B, H, Da) = {(b, h, da)}", target)
+        if not isinstance(weights, Tensor) or tuple(weights.shape) != (b, h):
+            raise _shape_error("guide.weights", f"(B, H) = {(b, h)}", weights)
+        if not (math.isfinite(guide.beta) and guide.beta > 0):
+            raise PolicyError(f"guide.beta: expected a positive finite number, got {guide.beta}")
+        device = x.device
+        # Autograd runs even where the caller is in no-grad or inference mode; tensors made
+        # in inference mode cannot be saved for backward, so the graph gets copies.
+        with torch.inference_mode(False), torch.enable_grad():
+            ctx = Context(
+                ctx.tokens.detach().clone(),
+                ctx.embodiment_id.clone(),
+                ctx.action_dim_mask.clone(),
+                None if ctx.pad is None else ctx.pad.clone(),
+            )
+            dims = dims.clone()
+            x = x.clone()
+            y = target.to(device).float().clone()
+            # The error counts the real dims only, each step by its weight.
+            w = weights.to(device).float().clone()[:, :, None] * dims
+            dt = -1.0 / steps
+            for i in range(steps):
+                t_now = 1.0 - i / steps
+                t = torch.full((b,), t_now, device=device)
+                x_in = x.detach().requires_grad_(True)
+                v = self.velocity(ctx, x_in, t).float()
+                clean = x_in - t_now * v
+                (g,) = torch.autograd.grad(clean, x_in, (y - clean) * w)
+                c = guidance_weight(t_now, guide.beta)
+                x = x + dt * (v.detach() - c * g) * dims
+        return x.detach()
 
     # Bookkeeping.
 

@@ -10,7 +10,10 @@ frame with the error (openpi's client raises on text). The connection stays open
 error. ``GET /healthz`` answers 200 without a websocket (and without the token: it says
 only that the server is up). r2s2r's client may also send
 ``{"reset": true}`` (an r2s2r extension openpi's client never sends), which calls the policy's
-``reset()`` and is answered with ``{"reset": true, "server_timing": ...}``.
+``reset()`` and is answered with ``{"reset": true, "server_timing": ...}``; and a request with
+a prefix (``rtc.*`` keys, see ``wire.read_prefix``), answered by the policy's
+``infer_guided`` (RTC) where it has one (``rtc_guided`` in the metadata says so), else by an
+error.
 
 One lock serializes inference (one model), while any number of connections stay open; a
 stateful policy is therefore shared by all of them.
@@ -25,7 +28,7 @@ import ipaddress
 import logging
 import threading
 import time
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -33,7 +36,7 @@ from r2s2r import __version__
 from r2s2r.data.config import IMAGE_PREFIX, STATE_KEY
 from r2s2r.optional import missing_extra
 from r2s2r.policy import wire
-from r2s2r.policy.base import TASK_KEY, Policy, PolicyError, PolicyMetadata
+from r2s2r.policy.base import TASK_KEY, GuidedPolicy, Policy, PolicyError, PolicyMetadata
 
 try:
     from websockets.exceptions import ConnectionClosed
@@ -46,6 +49,8 @@ log = logging.getLogger(__name__)
 # The key of r2s2r's reset message (an extension of openpi's protocol).
 RESET_KEY = "reset"
 HEALTH_PATH = "/healthz"
+# The metadata key that says whether the server takes RTC prefixes.
+GUIDED_KEY = "rtc_guided"
 # The largest request taken (three 1080p views are 19 MB); a larger one closes the connection
 # (code 1009, message too big).
 MAX_MESSAGE_BYTES = 64 << 20
@@ -81,13 +86,15 @@ def check_binding(host: str, token: str | None) -> None:
         )
 
 
-def metadata_message(metadata: PolicyMetadata) -> dict[str, Any]:
-    """What the server sends on connect: the metadata's fields, plus who serves them."""
+def metadata_message(metadata: PolicyMetadata, guided: bool = False) -> dict[str, Any]:
+    """What the server sends on connect: the metadata's fields, plus who serves them and
+    whether requests may carry an RTC prefix (``guided``: the policy has ``infer_guided``)."""
     message = dataclasses.asdict(metadata)
     message["cameras"] = list(metadata.cameras)
     message["server"] = "r2s2r"
     message["r2s2r_version"] = __version__
     message["action_dtype"] = "float32"
+    message[GUIDED_KEY] = guided
     return message
 
 
@@ -162,7 +169,8 @@ class PolicyServer:
         self.host = host
         self._port = port
         self._expected_auth = None if token is None else f"{AUTH_SCHEME} {token}".encode()
-        self._hello = wire.packb(metadata_message(self.metadata))
+        self.guided = isinstance(policy, GuidedPolicy)
+        self._hello = wire.packb(metadata_message(self.metadata, self.guided))
         self._infer_lock = threading.Lock()
         self._server: Server | None = None
         self._thread: threading.Thread | None = None
@@ -271,15 +279,28 @@ class PolicyServer:
                     self.policy.reset()
                 body: dict[str, Any] = {RESET_KEY: True}
             else:
-                checked = validate_request(request, self.metadata)
+                checked, prefix = wire.read_prefix(
+                    validate_request(request, self.metadata), self.metadata
+                )
+                if prefix is not None and not self.guided:
+                    raise PolicyError(
+                        f"{wire.RTC_PREFIX}actions: the served policy "
+                        f"({type(self.policy).__name__}) has no infer_guided, so it cannot "
+                        "follow a prefix; send requests without rtc.* keys"
+                    )
+                name = "infer" if prefix is None else "infer_guided"
                 with self._infer_lock:
                     start = time.perf_counter()
                     try:
-                        actions = self.policy.infer(checked)
+                        if prefix is None:
+                            actions = self.policy.infer(checked)
+                        else:
+                            guided = cast(GuidedPolicy, self.policy)
+                            actions = guided.infer_guided(checked, prefix)
                     except Exception as err:
-                        log.exception("policy.infer failed")
+                        log.exception("policy.%s failed", name)
                         raise PolicyError(
-                            f"policy.infer failed: {type(err).__name__}: {err}"
+                            f"policy.{name} failed: {type(err).__name__}: {err}"
                         ) from err
                     timing["infer_ms"] = (time.perf_counter() - start) * 1000.0
                 body = {"actions": check_chunk(actions, self.metadata)}

@@ -6,6 +6,11 @@ An array travels as a map with bytes keys ``__ndarray__`` (true), ``data`` (its 
 (true), ``data`` (the Python value) and ``dtype``. Tuples arrive as lists. Only plain numeric,
 boolean and string dtypes travel: object, void and complex arrays are refused both ways (an
 object array could not be rebuilt without pickle, which never crosses this wire).
+
+A request for a guided chunk (RTC, ``base.ChunkPrefix``) is a plain request plus the keys
+``rtc.actions`` (n, A) float64 in robot units, ``rtc.delay`` and ``rtc.exec_horizon`` (ints),
+``rtc.beta`` (float) and ``rtc.schedule`` (str) (``prefix_message``, ``read_prefix``): an r2s2r
+extension that openpi's client never sends.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from r2s2r.optional import missing_extra
-from r2s2r.policy.base import PolicyError
+from r2s2r.policy.base import ChunkPrefix, PolicyError, PolicyMetadata
 
 try:
     import msgpack
@@ -101,3 +106,57 @@ def unpackb(data: bytes) -> Any:
         raise
     except (ValueError, TypeError, msgpack.UnpackException) as err:
         raise WireError(f"not a msgpack message ({type(err).__name__}: {err})") from err
+
+
+# The request keys of a prefix: ``rtc.<field>`` for each field of ``ChunkPrefix``.
+RTC_PREFIX = "rtc."
+RTC_FIELDS = ("actions", "delay", "exec_horizon", "beta", "schedule")
+
+
+def prefix_message(prefix: ChunkPrefix) -> dict[str, Any]:
+    """The keys that make a request a guided one (merged into the observation's map)."""
+    return {
+        RTC_PREFIX + "actions": np.ascontiguousarray(prefix.actions, dtype=np.float64),
+        RTC_PREFIX + "delay": prefix.delay,
+        RTC_PREFIX + "exec_horizon": prefix.exec_horizon,
+        RTC_PREFIX + "beta": prefix.beta,
+        RTC_PREFIX + "schedule": prefix.schedule,
+    }
+
+
+def read_prefix(
+    request: dict[str, Any], metadata: PolicyMetadata
+) -> tuple[dict[str, Any], ChunkPrefix | None]:
+    """The request without its ``rtc.*`` keys, and the prefix they hold (None: a plain
+    request), checked against ``metadata``'s chunks; a ``PolicyError`` naming the key."""
+    keys = {k for k in request if isinstance(k, str) and k.startswith(RTC_PREFIX)}
+    if not keys:
+        return request, None
+    unknown = sorted(keys - {RTC_PREFIX + f for f in RTC_FIELDS})
+    if unknown:
+        raise PolicyError(
+            f"{unknown[0]}: unknown key (a prefix has {[RTC_PREFIX + f for f in RTC_FIELDS]})"
+        )
+    fields = {f: request[RTC_PREFIX + f] for f in RTC_FIELDS if RTC_PREFIX + f in request}
+    for required in ("actions", "delay", "exec_horizon"):
+        if required not in fields:
+            raise PolicyError(f"{RTC_PREFIX}{required}: missing from a request with {sorted(keys)}")
+    actions = fields["actions"]
+    if not isinstance(actions, np.ndarray):
+        raise PolicyError(
+            f"{RTC_PREFIX}actions: expected an (n, {metadata.action_dim}) float array, "
+            f"got {type(actions).__name__}"
+        )
+    if "beta" in fields and (
+        isinstance(fields["beta"], bool) or not isinstance(fields["beta"], int | float | np.number)
+    ):
+        raise PolicyError(
+            f"{RTC_PREFIX}beta: expected a number, got {type(fields['beta']).__name__}"
+        )
+    try:
+        prefix = ChunkPrefix(**fields)
+        prefix.check(metadata.action_horizon, metadata.action_dim)
+    except PolicyError as err:
+        # The prefix's errors name its fields (``prefix.delay``); here they are keys.
+        raise PolicyError(str(err).replace("prefix.", RTC_PREFIX)) from None
+    return {k: v for k, v in request.items() if k not in keys}, prefix

@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import model_validator
 
+from r2s2r.policy.base import RTC_BETA, GuidanceSchedule
 from r2s2r.spec import Spec
 from r2s2r.spec.base import Pos
 
@@ -22,6 +23,10 @@ class RuntimeCfg(Spec):
     # s: actions of a chunk executed before the next inference starts (RTC's execution
     # horizon; sync: actions executed per chunk). Capped at the policy's horizon.
     exec_horizon: int = 10
+    # RTC's guidance: the clip of its weight (beta) and how the weights decay over the
+    # overlap (``r2s2r.policy.base.ChunkPrefix``).
+    rtc_beta: Pos = RTC_BETA
+    rtc_schedule: GuidanceSchedule = "exp"
     # Blending: over how many steps the old chunk hands over to the new one.
     blend_steps: int = 8
     # Chunks the delay estimate ignores (the first calls of a policy are slow: warm-up).

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from r2s2r.policy.base import ChunkPrefix, Policy
+from r2s2r.policy.base import ChunkPrefix, GuidedPolicy, Policy
 from r2s2r.rig.interfaces import Rig
 from r2s2r.rig.observe import observe
 from r2s2r.rig.safety import SafetySupervisor
@@ -37,6 +37,7 @@ from r2s2r.runtime.checks import check_policy_fits, validate_chunk
 from r2s2r.runtime.chunks import ChunkExecutor, DelayEstimator
 from r2s2r.runtime.config import RuntimeCfg
 from r2s2r.runtime.episode import ChunkLog, EpisodeLog, EpisodeStart, StepLog
+from r2s2r.runtime.request import StateHistory, build_request, wants_request
 from r2s2r.runtime.worker import Inference, InferenceWorker
 from r2s2r.sim.contract import Contract
 
@@ -72,6 +73,14 @@ class Runtime:
             self.cfg.warmup_calls, self.cfg.delay_window, self.cfg.delay_quantile
         )
         self.worker = InferenceWorker(policy)
+        # RTC asks for guided chunks where the policy makes them (a policy server says so on
+        # connect); otherwise it still executes the committed actions and switches after them.
+        self.guided = isinstance(policy, GuidedPolicy) and bool(getattr(policy, "guided", True))
+        if execution == "rtc" and not self.guided:
+            log.info("runtime: the policy makes no guided chunks; RTC switches after the delay")
+        # Learned policies and servers take the dataset's form, with the loop's history.
+        self.request_form = wants_request(meta)
+        self.history = StateHistory(meta.state_history)
         self._estop = threading.Event()
         self._estop_reason = ""
         # Measured lockstep: a result that came back before its latency's periods passed.
@@ -116,6 +125,7 @@ class Runtime:
         if begin is not None:
             begin(start)
         self.executor.reset()
+        self.history.reset()
         self._drain()
         for side in self.contract.embodiment.sides:
             sup.arm(side).resync()
@@ -142,6 +152,7 @@ class Runtime:
             need_views = views_every_step or (pending is None and self.executor.due(k))
             obs = observe(rig, self.contract, start.instruction, images=need_views)
             state = self.contract.state(obs)
+            self.history.push(state)
             if pending is None and self.executor.due(k):
                 pending = self._request(episode, obs, k)
                 if self.execution == "sync":
@@ -187,9 +198,13 @@ class Runtime:
         if self.execution == "rtc":
             tail = self.executor.prefix(k, self.horizon)
             if tail is not None:
-                d = min(delay, len(tail))
-                prefix = ChunkPrefix(tail, d, max(self.exec_horizon, d))
-        self.worker.submit(obs, prefix, k)
+                # RTC needs d <= s <= H - d.
+                d = min(delay, len(tail), self.horizon // 2)
+                s = min(max(self.exec_horizon, d, 1), self.horizon - d)
+                prefix = ChunkPrefix(tail, d, s, self.cfg.rtc_beta, self.cfg.rtc_schedule)
+        if self.request_form:
+            obs = build_request(obs, self.history, self.contract.cameras)
+        self.worker.submit(obs, prefix if self.guided else None, k)
         self.executor.last_request = k
         d = 0 if prefix is None else prefix.delay
         return ChunkLog(len(episode.chunks), k, None, None, d, False, False, "", None)

@@ -1,0 +1,85 @@
+"""A learned policy through the runtime on the twin: the request the loop builds (views,
+the proprio history it keeps, the instruction) is the one the policy was trained on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from r2s2r.policy.learned import LearnedPolicy
+from r2s2r.policy.train import TrainCfg, Trainer
+from r2s2r.rig.observe import observe
+from r2s2r.rig.safety import SafetySupervisor
+from r2s2r.rig.twin import TwinRig
+from r2s2r.runtime import Runtime, RuntimeCfg, start_episode
+from r2s2r.runtime.request import StateHistory, build_request
+from r2s2r.sim.contract import Contract
+from r2s2r.spec.worlds import load_world
+
+
+@pytest.fixture(scope="module")
+def run(recorded_demos: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("learned")
+    cfg = TrainCfg.from_dict(
+        {
+            "preset": "tiny",
+            "real": recorded_demos,
+            "steps": 2,
+            "batch_size": 2,
+            "warmup_steps": 1,
+            "workers": 0,
+            "save_every": 1000,
+            "cache_dir": tmp / "cache",
+            "stats_windows": 200,
+        }
+    )
+    Trainer(cfg, tmp / "run").fit()
+    return tmp / "run"
+
+
+def _twin(seed: int) -> TwinRig:
+    world = load_world("nominal")
+    world = world.replace(render=world.render.model_copy(update={"obs_size": (64, 64)}))
+    return TwinRig(seed=seed, world=world)
+
+
+def test_a_learned_policy_runs_in_lockstep_with_rtc(run: Path) -> None:
+    twin = _twin(1)
+    policy = LearnedPolicy.load(run, device="cpu")
+    sup = SafetySupervisor(dict(twin.arms), dict(twin.hands), twin.now, twin.embodiment)
+    cfg = RuntimeCfg(execution="rtc", exec_horizon=10, delay_periods=3)
+    with Runtime(twin, policy, sup, cfg) as rt:
+        episode = rt.run_episode(start_episode(twin, twin.task, twin.nominal), max_s=0.7)
+    assert episode.ended_by in ("timeout", "safety_stop", "verdict")
+    chunks = episode.chunks
+    assert len(chunks) >= 3 and all(c.accepted for c in chunks[:3]), [c.reason for c in chunks]
+    # In lockstep every chunk arrives exactly delay_periods after its observation, and from
+    # the second one on RTC keeps that many committed actions.
+    assert [c.arrived_step - c.requested_step for c in chunks if c.arrived_step is not None][
+        :3
+    ] == [3, 3, 3]
+    assert [c.delay for c in chunks[:3]] == [0, 3, 3]
+    # The first three periods wait for the first chunk (the arms hold); then every period
+    # is covered.
+    held = [s.action is None for s in episode.steps]
+    assert held[:3] == [True] * 3 and not any(held[3:])
+    # The executed actions over each delay are the previous chunk's, exactly.
+    c0, c1 = chunks[0], chunks[1]
+    assert c0.actions is not None
+    for k in range(c1.requested_step, c1.requested_step + 3):
+        np.testing.assert_array_equal(episode.steps[k].action, c0.actions[k - c0.requested_step])
+
+
+def test_the_first_request_is_the_policys_env_form_after_a_reset(run: Path) -> None:
+    twin = _twin(2)
+    policy = LearnedPolicy.load(run, device="cpu")
+    contract = Contract.of(twin.embodiment, "tcp", policy.metadata.cameras)
+    start = start_episode(twin, twin.task, twin.nominal)
+    obs = observe(twin, contract, start.instruction)
+    history = StateHistory(policy.metadata.state_history)
+    history.push(contract.state(obs))
+    request = build_request(obs, history, contract.cameras)
+    policy.reset()
+    np.testing.assert_allclose(policy.infer(request), policy.infer(obs), atol=1e-5)
