@@ -367,12 +367,30 @@ def test_a_trained_run_is_evaluated_with_what_its_datasets_say(
     options = {"preset": "tiny", "real": recorded_demos, "steps": 1, "batch_size": 2}
     options |= {"workers": 0, "cache_dir": tmp_path / "cache", "stats_windows": 200}
     Trainer(TrainCfg.from_dict(options), tmp_path / "run").fit()
-    result = run(tmp_path / "eval", open_policy(tmp_path / "run", device="cpu"), 1, max_s=0.3)
+    source = open_policy(tmp_path / "run", device="cpu")
+    result = run(tmp_path / "eval", source, 1, max_s=0.3, video="all")
     policy = read_trials(tmp_path / "eval").info.policy
     assert (policy.kind, policy.name, policy.real_only) == ("learned", "run", True)
     assert policy.run == str((tmp_path / "run").resolve()) and policy.world is None
     (r,) = result.records
     assert (r.steps, r.ended_by) == (15, "timeout") and r.infer_ms_p50 is not None
+    # The policy's own views are recorded.
+    rollouts = Dataset(tmp_path / "eval" / "rollouts")
+    assert sorted(c.name for c in rollouts.cameras) == ["head", "left_wrist", "right_wrist"]
+    # Served, the same policy runs the same trial: its requests reach the server in the
+    # dataset's form, and the executed actions are the in-process ones.
+    from r2s2r.policy.serve import PolicyServer
+
+    with PolicyServer(LearnedPolicy.load(tmp_path / "run", device="cpu"), port=0) as server:
+        remote = open_policy(server=f"127.0.0.1:{server.port}")
+        try:
+            run(tmp_path / "served", remote, 1, max_s=0.3, video="all")
+        finally:
+            remote.close()
+    served = Dataset(tmp_path / "served" / "rollouts")
+    ours, theirs = rollouts.episode_arrays(0), served.episode_arrays(0)
+    np.testing.assert_allclose(theirs["action"], ours["action"], atol=1e-5)
+    assert without_timing(lines(tmp_path / "served")) == without_timing(lines(tmp_path / "eval"))
     # Co-trained on a simulated dataset: its episodes name the grounding levels.
     sim = tmp_path / "sim"
     emb = TwinRig(seed=0).embodiment

@@ -13,7 +13,6 @@ simulated data, read from the metadata of the datasets its ``config.json`` recor
 from __future__ import annotations
 
 import logging
-from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -21,12 +20,14 @@ import numpy as np
 from scipy.spatial.transform import Rotation
 
 from r2s2r.behavior.instance import TaskInstance, check_instance
-from r2s2r.data.config import IMAGE_PREFIX, STATE_KEY
+from r2s2r.data.config import STATE_KEY
 from r2s2r.eval.protocol import Trial
 from r2s2r.eval.trials import PolicyInfo
-from r2s2r.policy.base import TASK_KEY, ChunkPrefix, Policy, PolicyError, PolicyMetadata
+from r2s2r.policy.base import ChunkPrefix, Policy, PolicyError, PolicyMetadata
 from r2s2r.rig.interfaces import Rig
 from r2s2r.runtime.episode import EpisodeStart
+from r2s2r.runtime.request import StateHistory, build_request
+from r2s2r.sim.contract import PROPRIO_KEYS
 from r2s2r.sim.embodiment import Embodiment
 from r2s2r.spec import TaskSpec, WorldSpec
 
@@ -174,48 +175,35 @@ class RemoteSource:
 
 
 class ServerPolicy:
-    """A ``RemotePolicy`` fed with the runtime's observations: each is sent as a request in
-    the dataset's form (the policy's views, the proprio history (P, S) float32 oldest first,
-    the instruction), the history padded with the first sample after ``reset``, as a
-    ``LearnedPolicy`` pads it."""
+    """A ``RemotePolicy`` as the runtime's policy. The runtime hands a policy that reads
+    views or a proprio history a request in the dataset's form (``runtime.request``), which
+    goes to the server as it is; a policy that reads neither gets the contract's
+    observation, which is sent as a request of its one proprio sample (a server takes
+    nothing else)."""
 
     def __init__(self, remote: Any) -> None:
         self.remote = remote
         self._metadata: PolicyMetadata = remote.metadata
-        self._history: deque[np.ndarray] = deque(maxlen=self._metadata.state_history)
+        self._one = StateHistory(1)
 
     @property
     def metadata(self) -> PolicyMetadata:
         return self._metadata
 
     def reset(self) -> None:
-        self._history.clear()
         self.remote.reset()
 
     def request(self, observation: dict[str, Any]) -> dict[str, Any]:
-        """The dataset-form request of an observation (updating the proprio history)."""
-        meta = self._metadata
-        parts = [np.asarray(observation[k], dtype=np.float32).ravel() for k in _PROPRIO]
-        state = np.concatenate(parts)
-        if not self._history:
-            self._history.extend([state] * meta.state_history)
-        self._history.append(state)
-        views = observation.get("images") or {}
-        missing = [c for c in meta.cameras if c not in views]
-        if missing:
-            raise PolicyError(f"observation: no images of cameras {missing}")
-        out: dict[str, Any] = {IMAGE_PREFIX + c: np.asarray(views[c]) for c in meta.cameras}
-        out[STATE_KEY] = np.stack(self._history)
-        out[TASK_KEY] = str(observation["instruction"])
-        return out
+        """The dataset-form request of ``observation`` (itself, where it is one)."""
+        if STATE_KEY in observation:
+            return observation
+        self._one.reset()
+        self._one.push(np.concatenate([np.ravel(observation[k]) for k in PROPRIO_KEYS]))
+        return build_request(observation, self._one, self._metadata.cameras)
 
     def infer(self, observation: dict[str, Any]) -> np.ndarray:
         """The server's chunk (action_horizon, action_dim) for ``observation``."""
         return np.asarray(self.remote.infer(self.request(observation)), dtype=np.float64)
-
-
-# The proprio parts in the contract's state order (``Contract.state``).
-_PROPRIO = ("tcp_pose", "arm_joints", "hand_joints")
 
 
 class GuidedServerPolicy(ServerPolicy):
