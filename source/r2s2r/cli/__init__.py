@@ -9,6 +9,7 @@ import typer
 from r2s2r import __version__
 from r2s2r.cli.dataset import app as dataset_app
 from r2s2r.cli.deploy import app as deploy_app
+from r2s2r.cli.eval import evaluate
 from r2s2r.cli.generate import generate
 from r2s2r.cli.ground import app as ground_app
 from r2s2r.cli.latent import latent
@@ -40,6 +41,7 @@ app.command("serve")(serve)
 app.command("report")(report)
 app.command("compare")(compare)
 app.command("latent")(latent)
+app.command("eval")(evaluate)
 
 
 @app.command()

@@ -101,8 +101,10 @@ class SafetySupervisor:
         return self._estopped
 
     def watch_camera(self, camera: Camera) -> None:
-        """Hold the arms whenever ``camera`` stops delivering fresh frames."""
-        self._cameras.append(camera)
+        """Hold the arms whenever ``camera`` stops delivering fresh frames (watching one
+        camera twice watches it once)."""
+        if all(c is not camera for c in self._cameras):
+            self._cameras.append(camera)
 
     def emergency_stop(self, reason: str = "emergency stop") -> None:
         """Stop every arm now and refuse commands until ``release_estop``; thread-safe."""
