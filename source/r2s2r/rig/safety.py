@@ -112,6 +112,7 @@ class SafetySupervisor:
             self._estopped = True
             for arm in self._arms.values():
                 arm.inner.stop()
+                arm._mode = "stopped"
             self._event("all", "estop", reason)
 
     def release_estop(self) -> None:
@@ -246,6 +247,12 @@ class SafeArm:
                 self.inner.stop()
                 self._mode = "stopped"
                 self.sup._event(self.name, "stop", reason)
+
+    @property
+    def target(self) -> np.ndarray:
+        """The last accepted TCP target (7,): where the supervisor measures jumps from."""
+        with self.sup._lock:
+            return self._target.copy()
 
     @property
     def mode(self) -> str:

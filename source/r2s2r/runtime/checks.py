@@ -10,6 +10,10 @@ from r2s2r.policy.base import Policy
 from r2s2r.rig.interfaces import Rig
 from r2s2r.sim.contract import Contract, ContractError
 
+# How far outside the supervisor's workspace box a chunk's target may lie before the chunk is
+# refused (the supervisor clamps it onto the box).
+WORKSPACE_TOLERANCE_M = 0.02
+
 
 def check_policy_fits(policy: Policy, rig: Rig, control_hz: float) -> Contract:
     """The contract the policy acts in on ``rig``, or ``ContractError`` saying every way the
@@ -73,9 +77,12 @@ def validate_chunk(
     pos = arm[..., :3]  # (H, S, 3)
     first = min(max(first, 0), len(actions) - 1)
     if workspace is not None:
-        # A target outside the box would be clamped by the supervisor: the arm would not do
-        # what the policy meant, so the chunk is refused as a whole.
-        low, high = np.asarray(workspace[0]), np.asarray(workspace[1])
+        # A target well outside the box would be clamped by the supervisor: the arm would
+        # not do what the policy meant, so the chunk is refused as a whole. Within
+        # ``WORKSPACE_TOLERANCE_M`` of a face (a learned policy grazing the belt-side floor)
+        # the supervisor's clamp is enough.
+        low = np.asarray(workspace[0]) - WORKSPACE_TOLERANCE_M
+        high = np.asarray(workspace[1]) + WORKSPACE_TOLERANCE_M
         outside = ((pos[first:] < low) | (pos[first:] > high)).any(axis=-1)  # (H - first, S)
         if outside.any():
             i, s = (int(v) for v in np.argwhere(outside)[0])
@@ -83,7 +90,8 @@ def validate_chunk(
             return (
                 f"its target for the {side} arm at action {first + i} "
                 f"{np.round(pos[first + i, s], 3).tolist()} lies outside the workspace "
-                f"{low.tolist()} .. {high.tolist()}"
+                f"{np.asarray(workspace[0]).tolist()} .. {np.asarray(workspace[1]).tolist()} "
+                f"(by more than {WORKSPACE_TOLERANCE_M} m)"
             )
     jump = np.linalg.norm(pos[first] - tcp_now[:, :3], axis=-1)
     if (jump > max_jump_m).any():

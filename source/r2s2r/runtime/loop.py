@@ -309,7 +309,9 @@ class Runtime:
             self.sup.arm(side).hold(reason)
 
     def _tcp_now(self) -> np.ndarray:
-        return np.stack([self.sup.arm(s).state().tcp_pose for s in self.contract.embodiment.sides])
+        """The arms' last accepted TCP targets (S, 7): what the supervisor measures a jump
+        from (an arm lagging its plan is no jump of the plan's)."""
+        return np.stack([self.sup.arm(s).target for s in self.contract.embodiment.sides])
 
     def _judge(self, episode: EpisodeLog) -> bool:
         """Whether the episode is over: the rig's verdict, or the supervisor stopped an arm."""
