@@ -141,6 +141,8 @@ def test_a_latency_spike_holds_the_arms_until_the_late_chunk_arrives(
     takes: dict[int, np.ndarray], seed: int, clock: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger="r2s2r")
+    # Other tests in the same process quiet the supervisor's logger; its lines are checked here.
+    caplog.set_level(logging.WARNING, logger="r2s2r.safety")
     realtime = clock == "wall"
     cfg = RuntimeCfg() if realtime else RuntimeCfg(delay_periods=None)
     r = run(takes, seed, [f"latency:300ms@{FAULT_S}s"], cfg, realtime=realtime, max_s=2.0)
@@ -182,6 +184,8 @@ def test_a_chunk_with_nan_is_rejected_and_the_arms_hold(
     takes: dict[int, np.ndarray], seed: int, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger="r2s2r")
+    # Other tests in the same process quiet the supervisor's logger; its lines are checked here.
+    caplog.set_level(logging.WARNING, logger="r2s2r.safety")
     r = run(takes, seed, [f"nan@{FAULT_S}s"])
     ep = r.episode
     rejected = [c for c in ep.chunks if not c.accepted and c.arrived_step is not None]
@@ -209,6 +213,8 @@ def test_a_chunk_outside_the_workspace_never_runs(
     takes: dict[int, np.ndarray], seed: int, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger="r2s2r")
+    # Other tests in the same process quiet the supervisor's logger; its lines are checked here.
+    caplog.set_level(logging.WARNING, logger="r2s2r.safety")
     r = run(takes, seed, [f"workspace@{FAULT_S}s-10s"])
     assert_stopped(r)
     rejected = [c for c in r.episode.chunks if c.reason]
@@ -233,6 +239,8 @@ def test_a_camera_that_stops_holds_then_stops_the_arms(
     takes: dict[int, np.ndarray], seed: int, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger="r2s2r")
+    # Other tests in the same process quiet the supervisor's logger; its lines are checked here.
+    caplog.set_level(logging.WARNING, logger="r2s2r.safety")
     # Rendering costs ~0.2 s a period here, so the episode is short.
     r = run(takes, seed, [f"camera:head@{FAULT_S}s"], max_s=1.8, views=True)
     assert_stopped(r)
@@ -255,6 +263,8 @@ def test_a_policy_server_that_goes_down_ends_the_episode_held(
     takes: dict[int, np.ndarray], seed: int, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger="r2s2r")
+    # Other tests in the same process quiet the supervisor's logger; its lines are checked here.
+    caplog.set_level(logging.WARNING, logger="r2s2r.safety")
     r = run(takes, seed, [f"disconnect@{FAULT_S}s"])
     assert_stopped(r, "policy_error")
     failed = [c for c in r.episode.chunks if c.reason]

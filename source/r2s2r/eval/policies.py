@@ -20,14 +20,12 @@ import numpy as np
 from scipy.spatial.transform import Rotation
 
 from r2s2r.behavior.instance import TaskInstance, check_instance
-from r2s2r.data.config import STATE_KEY
 from r2s2r.eval.protocol import Trial
 from r2s2r.eval.trials import PolicyInfo
-from r2s2r.policy.base import ChunkPrefix, Policy, PolicyError, PolicyMetadata
+from r2s2r.policy.base import Policy, PolicyError, PolicyMetadata
 from r2s2r.rig.interfaces import Rig
 from r2s2r.runtime.episode import EpisodeStart
-from r2s2r.runtime.request import StateHistory, build_request
-from r2s2r.sim.contract import PROPRIO_KEYS
+from r2s2r.runtime.remote import request_form
 from r2s2r.sim.embodiment import Embodiment
 from r2s2r.spec import TaskSpec, WorldSpec
 
@@ -164,7 +162,7 @@ class RemoteSource:
             self.remote = RemotePolicy(host, port, token=token, timeout_s=timeout_s)
         except PolicyServerGone as err:
             raise PolicyError(f"--server {host}:{port}: {err}") from None
-        self.policy = make_server_policy(self.remote)
+        self.policy = request_form(self.remote)
         self.info = PolicyInfo(name=f"server {host}:{port}", kind="remote")
 
     def policy_for(self, rig: Rig, trial: Trial) -> Policy:
@@ -172,53 +170,6 @@ class RemoteSource:
 
     def close(self) -> None:
         self.remote.close()
-
-
-class ServerPolicy:
-    """A ``RemotePolicy`` as the runtime's policy. The runtime hands a policy that reads
-    views or a proprio history a request in the dataset's form (``runtime.request``), which
-    goes to the server as it is; a policy that reads neither gets the contract's
-    observation, which is sent as a request of its one proprio sample (a server takes
-    nothing else)."""
-
-    def __init__(self, remote: Any) -> None:
-        self.remote = remote
-        self._metadata: PolicyMetadata = remote.metadata
-        self._one = StateHistory(1)
-
-    @property
-    def metadata(self) -> PolicyMetadata:
-        return self._metadata
-
-    def reset(self) -> None:
-        self.remote.reset()
-
-    def request(self, observation: dict[str, Any]) -> dict[str, Any]:
-        """The dataset-form request of ``observation`` (itself, where it is one)."""
-        if STATE_KEY in observation:
-            return observation
-        self._one.reset()
-        self._one.push(np.concatenate([np.ravel(observation[k]) for k in PROPRIO_KEYS]))
-        return build_request(observation, self._one, self._metadata.cameras)
-
-    def infer(self, observation: dict[str, Any]) -> np.ndarray:
-        """The server's chunk (action_horizon, action_dim) for ``observation``."""
-        return np.asarray(self.remote.infer(self.request(observation)), dtype=np.float64)
-
-
-class GuidedServerPolicy(ServerPolicy):
-    """A ``ServerPolicy`` whose server takes RTC prefixes (``infer_guided``)."""
-
-    def infer_guided(self, observation: dict[str, Any], prefix: ChunkPrefix) -> np.ndarray:
-        chunk = self.remote.infer_guided(self.request(observation), prefix)
-        return np.asarray(chunk, dtype=np.float64)
-
-
-def make_server_policy(remote: Any) -> ServerPolicy:
-    """The runtime's policy of a connected ``RemotePolicy``: guided where its server says
-    it takes prefixes."""
-    guided = bool(getattr(remote, "guided", False)) and hasattr(remote, "infer_guided")
-    return GuidedServerPolicy(remote) if guided else ServerPolicy(remote)
 
 
 # ------------------------------------------------------------------ the twin's operator

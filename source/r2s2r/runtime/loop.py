@@ -95,9 +95,10 @@ class Runtime:
     # ------------------------------------------------------------------ control
     def emergency_stop(self, reason: str = "emergency stop") -> None:
         """Stop the arms now and end the episode; callable from any thread."""
-        # The arms stop first; the loop, told after, ends the episode with the stop logged.
-        self.sup.emergency_stop(reason)
+        # The arms stop first; the loop, told after, ends the episode with the stop logged
+        # (a latched stop of the supervisor ends it as an e-stop too, whoever pressed it).
         self._estop_reason = reason
+        self.sup.emergency_stop(reason)
         self._estop.set()
 
     def close(self) -> None:
@@ -320,14 +321,17 @@ class Runtime:
             episode.outcome, episode.success = verdict[0], bool(verdict[1])
             episode.ended_by = "verdict"
             return True
-        if self._estop.is_set():
-            # An emergency stop from another thread during this period.
-            self._end(episode, "estop", f"emergency stop: {self._estop_reason}")
+        if self._estop.is_set() or self.sup.estopped:
+            # An emergency stop from another thread during this period (the runtime's, or
+            # the supervisor's pressed directly).
+            reason = self._estop_reason or "the supervisor's emergency stop is latched"
+            self._end(episode, "estop", f"emergency stop: {reason}")
             return True
         stopped = [s for s in self.contract.embodiment.sides if self.sup.arm(s).mode == "stopped"]
-        if stopped or self.sup.estopped:
-            what = f"the {', '.join(stopped)} arm" if stopped else "every arm (emergency stop)"
-            self._end(episode, "safety_stop", f"the supervisor stopped {what}")
+        if stopped:
+            self._end(
+                episode, "safety_stop", f"the supervisor stopped the {', '.join(stopped)} arm"
+            )
             return True
         return False
 
