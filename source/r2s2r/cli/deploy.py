@@ -8,11 +8,12 @@ import logging
 import os
 import sys
 import threading
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+
+from r2s2r.cli.choices import ExecutionKind, RigKind
 
 if TYPE_CHECKING:
     from r2s2r.app.live import LiveFrame
@@ -22,17 +23,6 @@ app = typer.Typer(
     help="Run a policy on a rig live; `r2s2r deploy inspect DIR` reads a recorded one back.",
 )
 KEYS_HELP = "space or x: emergency stop; q: stop after this episode"
-
-
-class RigKind(StrEnum):
-    twin = "twin"
-    hardware = "hardware"
-
-
-class ExecutionKind(StrEnum):
-    rtc = "rtc"
-    blend = "blend"
-    sync = "sync"
 
 
 class Keys:

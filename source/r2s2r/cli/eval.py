@@ -8,23 +8,13 @@ import queue
 import signal
 import sys
 import threading
-from enum import StrEnum
 from pathlib import Path
 from types import FrameType
 from typing import Annotated, Any
 
 import typer
 
-
-class RigKind(StrEnum):
-    twin = "twin"
-    hardware = "hardware"
-
-
-class ExecutionKind(StrEnum):
-    rtc = "rtc"
-    blend = "blend"
-    sync = "sync"
+from r2s2r.cli.choices import ExecutionKind, RigKind
 
 
 def evaluate(

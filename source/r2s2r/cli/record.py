@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import logging
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-
-class RigKind(StrEnum):
-    twin = "twin"
-    hardware = "hardware"
+from r2s2r.cli.choices import RigKind
 
 
 def record(

@@ -3,19 +3,14 @@
 from __future__ import annotations
 
 import json
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from r2s2r.cli.choices import ExecutionKind
+
 app = typer.Typer(no_args_is_help=True, help="The 50 Hz runtime: its figures.")
-
-
-class ExecutionKind(StrEnum):
-    rtc = "rtc"
-    blend = "blend"
-    sync = "sync"
 
 
 @app.command()
