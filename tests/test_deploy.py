@@ -287,7 +287,9 @@ def test_the_emergency_stop_ends_the_session() -> None:
     assert result.estopped and len(result.episodes) == 1
     summary = result.episodes[0].summary
     assert (summary["ended_by"], summary["outcome"]) == ("estop", "safety_stop")
-    assert 15 < summary["timing"]["steps"] < 50
+    # Well before the 3 s (150 periods) the episode would last (a loaded machine delays the
+    # timer's thread by a few periods).
+    assert 15 < summary["timing"]["steps"] < 100
     assert [e["detail"] for e in summary["safety_events"] if e["kind"] == "estop"] == [
         "emergency stop key"
     ]

@@ -98,7 +98,10 @@ class SafetySupervisor:
 
     @property
     def estopped(self) -> bool:
-        return self._estopped
+        """Whether the emergency stop is latched (read under the supervisor's lock, so a
+        stop in progress on another thread is seen whole: its event is logged)."""
+        with self._lock:
+            return self._estopped
 
     def watch_camera(self, camera: Camera) -> None:
         """Hold the arms whenever ``camera`` stops delivering fresh frames (watching one
