@@ -171,6 +171,24 @@ def test_bad_files_and_fields_raise_clear_errors(
         fit_hand([still], TwinRig(seed=0).nominal, progress=False)
     with pytest.raises(SysIdError, match="no arm_train_<side>.parquet recordings"):
         SysIdRecordings.load(tmp_path)
+    # The format holds any embodiment's joint counts, the same for every field of one kind;
+    # the fit refuses a recording of another embodiment than the cell's, naming the field.
+    with pytest.raises(SysIdError, match="field 'dq' has 6 arm joints but 'q' has 7"):
+        dataclasses.replace(arm, dq=arm.dq[:, :6])
+    other = dataclasses.replace(arm, hand_q=arm.hand_q[:, :16])
+    back = ArmRecording.load(other.save(tmp_path / "other.parquet"))
+    assert back.hand_q.shape == (400, 16)
+    with pytest.raises(
+        SysIdError, match="other.parquet: field 'hand_q' holds 16 hand joints.*has 20"
+    ):
+        fit_arm([back], TwinRig(seed=0).nominal, progress=False)
+    with pytest.raises(SysIdError, match="other_hand.parquet: field 'q' holds 12 hand joints"):
+        narrow = dataclasses.replace(hand, target=hand.target[..., :12], q=hand.q[..., :12])
+        fit_hand(
+            [HandRecording.load(narrow.save(tmp_path / "other_hand.parquet"))],
+            TwinRig(seed=0).nominal,
+            progress=False,
+        )
 
 
 @pytest.mark.slow

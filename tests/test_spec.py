@@ -184,3 +184,15 @@ def test_grounded_world_missing_says_how_to_make_it(
         load_world("grounded")
     with pytest.raises(SpecError, match="unknown world 'moon'"):
         load_world("moon")
+
+
+def test_hand_actuator_values_are_one_or_one_per_joint_of_the_built_hand(
+    task: TaskSpec, world: WorldSpec
+) -> None:
+    with pytest.raises(pydantic.ValidationError, match="the same number for all"):
+        world.hand.model_validate({**world.hand.model_dump(), "kp": [0.5] * 20, "kv": [0.02] * 16})
+    sixteen = world.hand.model_validate({**world.hand.model_dump(), "kp": [0.5] * 16})
+    assert sixteen.per_joint() == 16 and world.hand.per_joint() is None
+    # The count is the built hand's: the Wuji hand has 20 joints.
+    with pytest.raises(ValueError, match="16 values per hand joint; the left hand has 20 joints"):
+        build_scene(task, world.replace(hand=sixteen))

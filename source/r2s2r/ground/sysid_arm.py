@@ -30,7 +30,7 @@ from r2s2r.geometry.rotations import (
     quat_to_rotvec,
     rotvec_to_quat,
 )
-from r2s2r.ground.sysid_data import ArmRecording, SysIdError
+from r2s2r.ground.sysid_data import ArmRecording, SysIdError, check_joints
 from r2s2r.sim import kernels
 from r2s2r.sim import scene as scene_mod
 from r2s2r.spec import WorldSpec
@@ -61,13 +61,16 @@ class _ArmModel:
     nsub: int
 
 
-def _arm_model(world: WorldSpec, side: str, hz: float, hand_q: np.ndarray) -> _ArmModel:
-    """The arm of ``side`` alone, its hand frozen at joint positions ``hand_q`` (20,),
+def _arm_model(
+    world: WorldSpec, side: str, hz: float, hand_q: np.ndarray, source: str = "recording"
+) -> _ArmModel:
+    """The arm of ``side`` alone, its hand frozen at joint positions ``hand_q`` (hand joints,),
     without the actuator delay (it is applied to the ctrl instead). Self-contacts stay:
     some postures touch link to link or palm to link."""
     spec = scene_mod.new_spec(world)
     bare = world.replace(controller=world.controller.model_copy(update={"delay_s": 0.0}))
     arm, hand = scene_mod.add_arm_and_hand(spec, bare, side)
+    check_joints("hand_q", len(hand_q), len(hand.joints), "hand", source)
     for act in list(spec.actuators):
         if not act.name.startswith(f"{side}_tcp_"):
             spec.delete(act)
@@ -195,7 +198,11 @@ class ArmSimulator:
         self.recs = list(recordings)
         self.nominal = nominal
         # One model per recording: the hand may hold a different posture in each.
-        self.arms = [_arm_model(nominal, r.side, r.hz, r.hand_q.mean(axis=0)) for r in self.recs]
+        self.arms = [
+            _arm_model(nominal, r.side, r.hz, r.hand_q.mean(axis=0), r.source) for r in self.recs
+        ]
+        for r, arm in zip(self.recs, self.arms, strict=True):
+            check_joints("q", r.q.shape[1], arm.model.nq, "arm", r.source)
         self._threads = [mujoco.MjData(self.arms[0].model) for _ in range(os.cpu_count() or 1)]
         self._ctrl: dict[tuple[int, tuple[float, ...]], np.ndarray] = {}
 

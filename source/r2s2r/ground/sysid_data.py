@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from r2s2r.rig.safety import SafetySupervisor
+from r2s2r.sim.embodiment import TCP_POSE_DIM
 
 FORMAT_VERSION = 1
 _META_KEY = b"r2s2r_sysid"
@@ -33,14 +34,28 @@ class SysIdError(ValueError):
     """A recording that cannot be used for identification, and what to record instead."""
 
 
-def _check_rows(
-    source: str, fields: Mapping[str, np.ndarray], widths: Mapping[str, int | None]
-) -> int:
-    """Raise unless every field is finite with the same number of rows and its width."""
+# A field's width: None for a scalar per row, a number fixed by the format, or the name of a
+# joint count ("arm", "hand"), which is the same for every field that names it and is the
+# recorded embodiment's (the fit checks it against the model it identifies).
+Width = int | str | None
+
+
+def _check_rows(source: str, fields: Mapping[str, np.ndarray], widths: Mapping[str, Width]) -> int:
+    """Raise unless every field is finite with the same number of rows and its width (a named
+    width is taken from the first field that has it)."""
     rows = {name: a.shape[0] for name, a in fields.items()}
     n = rows["t"]
+    named: dict[str, tuple[str, int]] = {}
     for name, a in fields.items():
         width = widths.get(name)
+        if isinstance(width, str) and a.ndim == 2:
+            first, count = named.setdefault(width, (name, a.shape[1]))
+            if a.shape[1] != count:
+                raise SysIdError(
+                    f"{source}: field '{name}' has {a.shape[1]} {width} joints but '{first}' has "
+                    f"{count}; every {width} field is one entry per joint of the same {width}"
+                )
+            width = count
         shape_ok = a.ndim == (1 if width is None else 2) and (width is None or a.shape[1] == width)
         if not shape_ok:
             want = "(T,)" if width is None else f"(T, {width})"
@@ -53,6 +68,15 @@ def _check_rows(
         if not np.isfinite(a).all():
             raise SysIdError(f"{source}: field '{name}' contains NaN or infinite values")
     return n
+
+
+def check_joints(field: str, got: int, want: int, what: str, source: str = "recording") -> None:
+    """Refuse a recording made with another embodiment than the model it is fitted to."""
+    if got != want:
+        raise SysIdError(
+            f"{source}: field '{field}' holds {got} {what} joints, the nominal cell's {what} has "
+            f"{want}; identify a recording made with this cell's embodiment"
+        )
 
 
 def _check_clock(source: str, t: np.ndarray, hz: float) -> None:
@@ -75,9 +99,9 @@ class ArmRecording:
     t: np.ndarray  # (T,) seconds on the rig's clock
     target: np.ndarray  # (T, 7) commanded TCP pose (x y z qw qx qy qz)
     tcp: np.ndarray  # (T, 7) measured TCP pose
-    q: np.ndarray  # (T, 7) measured joint positions
-    dq: np.ndarray  # (T, 7) measured joint velocities
-    hand_q: np.ndarray  # (T, 20) measured joint positions of the hand on this arm
+    q: np.ndarray  # (T, arm joints) measured joint positions
+    dq: np.ndarray  # (T, arm joints) measured joint velocities
+    hand_q: np.ndarray  # (T, hand joints) measured joint positions of the hand on this arm
     meta: dict[str, Any] = field(default_factory=dict)
     source: str = "<memory>"
 
@@ -104,13 +128,13 @@ class ArmRecording:
         return cls(side=meta["side"], hz=meta["hz"], meta=meta["meta"], source=str(path), **cols)
 
 
-_ARM_WIDTHS: dict[str, int | None] = {
+_ARM_WIDTHS: dict[str, Width] = {
     "t": None,
-    "target": 7,
-    "tcp": 7,
-    "q": 7,
-    "dq": 7,
-    "hand_q": 20,
+    "target": TCP_POSE_DIM,
+    "tcp": TCP_POSE_DIM,
+    "q": "arm",
+    "dq": "arm",
+    "hand_q": "hand",
 }
 
 
@@ -125,9 +149,9 @@ class HandRecording:
     side: str
     hz: float
     t: np.ndarray  # (E, T) seconds on the rig's clock
-    target: np.ndarray  # (E, T, 20) commanded joint positions
-    q: np.ndarray  # (E, T, 20) measured joint positions
-    arm_q: np.ndarray  # (E, T, 7) measured joint positions of the arm holding the hand
+    target: np.ndarray  # (E, T, hand joints) commanded joint positions
+    q: np.ndarray  # (E, T, hand joints) measured joint positions
+    arm_q: np.ndarray  # (E, T, arm joints) measured joint positions of the arm holding the hand
     meta: dict[str, Any] = field(default_factory=dict)
     source: str = "<memory>"
 
@@ -158,9 +182,9 @@ class HandRecording:
         cols = {
             "episode": np.repeat(np.arange(e), n),
             "t": self.t.reshape(-1),
-            "target": self.target.reshape(-1, 20),
-            "q": self.q.reshape(-1, 20),
-            "arm_q": self.arm_q.reshape(-1, 7),
+            "target": self.target.reshape(-1, self.target.shape[-1]),
+            "q": self.q.reshape(-1, self.q.shape[-1]),
+            "arm_q": self.arm_q.reshape(-1, self.arm_q.shape[-1]),
         }
         meta = {"side": self.side, "hz": self.hz, "meta": self.meta}
         return _write(path, "hand", cols, meta)
@@ -182,7 +206,7 @@ class HandRecording:
         return cls(side=meta["side"], hz=meta["hz"], meta=meta["meta"], source=str(path), **arrays)
 
 
-_HAND_WIDTHS: dict[str, int | None] = {"t": None, "target": 20, "q": 20, "arm_q": 7}
+_HAND_WIDTHS: dict[str, Width] = {"t": None, "target": "hand", "q": "hand", "arm_q": "arm"}
 
 
 # ------------------------------------------------------------------ parquet
@@ -206,7 +230,7 @@ def _write(path: str | Path, kind: str, cols: Mapping[str, np.ndarray], meta: di
 
 
 def _read(
-    path: str | Path, kind: str, widths: Mapping[str, int | None]
+    path: str | Path, kind: str, widths: Mapping[str, Width]
 ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     path = Path(path)
     what = "sysid_excite.arm_excitation + record_arms" if kind == "arm" else "record_hands"
@@ -233,9 +257,12 @@ def _read(
         if width is None:
             cols[name] = col.to_numpy(zero_copy_only=False)
         else:
-            if not pa.types.is_fixed_size_list(col.type) or col.type.list_size != width:
-                raise SysIdError(f"{path}: field '{name}' is {col.type}, expected {width} floats")
-            cols[name] = col.values.to_numpy(zero_copy_only=False).reshape(-1, width)
+            fixed = pa.types.is_fixed_size_list(col.type)
+            if not fixed or (isinstance(width, int) and col.type.list_size != width):
+                want = f"{width} floats" if isinstance(width, int) else f"a list per {width} joint"
+                raise SysIdError(f"{path}: field '{name}' is {col.type}, expected {want}")
+            size = col.type.list_size
+            cols[name] = col.values.to_numpy(zero_copy_only=False).reshape(-1, size)
     return cols, {k: info[k] for k in ("side", "hz", "meta")}
 
 
@@ -300,7 +327,7 @@ def record_arms(
     meta: Mapping[str, Any] | None = None,
     progress: bool = True,
 ) -> dict[str, ArmRecording]:
-    """Send each arm (supervisor name, e.g. ``left``) its TCP targets (T, 7) through the
+    """Send each arm (supervisor name, e.g. ``left``) its TCP poses (T, 7) through the
     supervisor, one per period, and record what it does; all arms run at the same time.
 
     The arms first move to their first target and hold it ``settle_s``, so every recording
@@ -312,8 +339,9 @@ def record_arms(
     if len(set(lengths.values())) != 1:
         raise SysIdError(f"targets: every arm needs the same number of periods, got {lengths}")
     for s in sides:
-        if np.asarray(targets[s]).ndim != 2 or np.asarray(targets[s]).shape[1] != 7:
-            raise SysIdError(f"targets[{s!r}]: expected shape (T, 7), got {targets[s].shape}")
+        shape = np.asarray(targets[s]).shape
+        if len(shape) != 2 or shape[1] != TCP_POSE_DIM:
+            raise SysIdError(f"targets[{s!r}]: expected shape (T, {TCP_POSE_DIM}), got {shape}")
     _move_to(sup, sides, {s: targets[s][0] for s in sides}, step, hz, settle_s)
     names = [sup.arm(s).name for s in sides] + ["all"]
     since = len(sup.events)
@@ -359,8 +387,8 @@ def record_hands(
     meta: Mapping[str, Any] | None = None,
     progress: bool = True,
 ) -> dict[str, HandRecording]:
-    """Play joint-target episodes (each (T, 20)) on each hand (supervisor name), all hands
-    at once, and record the joints; the arms hold their current pose meanwhile.
+    """Play joint-target episodes (each (T, hand joints)) on each hand (supervisor name), all
+    hands at once, and record the joints; the arms hold their current pose meanwhile.
 
     Each episode's first target is held ``settle_s`` before recording, so it starts at rest.
     """
@@ -368,15 +396,19 @@ def record_hands(
     counts = {s: len(episodes[s]) for s in sides}
     if len(set(counts.values())) != 1:
         raise SysIdError(f"episodes: every hand needs the same number of episodes, got {counts}")
+    hand_dof, arm_dof = sup.embodiment.hand_dof, sup.embodiment.arm_dof
     shapes = {np.asarray(ep).shape for s in sides for ep in episodes[s]}
-    if len(shapes) != 1 or next(iter(shapes))[1:] != (20,):
-        raise SysIdError(f"episodes: expected equal (T, 20) arrays, got shapes {sorted(shapes)}")
+    if len(shapes) != 1 or next(iter(shapes))[1:] != (hand_dof,):
+        raise SysIdError(
+            f"episodes: expected equal (T, {hand_dof}) arrays (one target per joint of the "
+            f"{sup.embodiment.name} hand), got shapes {sorted(shapes)}"
+        )
     hold = {s: sup.arm(s).state().tcp_pose for s in sides}
     since = len(sup.events)
     n_ep, n = counts[sides[0]], next(iter(shapes))[0]
     t = {s: np.zeros((n_ep, n)) for s in sides}
-    q = {s: np.zeros((n_ep, n, 20)) for s in sides}
-    arm_q = {s: np.zeros((n_ep, n, 7)) for s in sides}
+    q = {s: np.zeros((n_ep, n, hand_dof)) for s in sides}
+    arm_q = {s: np.zeros((n_ep, n, arm_dof)) for s in sides}
     settle = int(round(settle_s * hz))
     bar = tqdm(total=n_ep * (n + settle), desc="record hands", unit="period", disable=not progress)
     for e in range(n_ep):

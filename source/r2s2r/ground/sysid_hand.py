@@ -20,7 +20,7 @@ from scipy.optimize import least_squares
 from tqdm import tqdm
 
 from r2s2r.ground.sysid_arm import freeze_joint, last_value
-from r2s2r.ground.sysid_data import HandRecording, SysIdError
+from r2s2r.ground.sysid_data import HandRecording, SysIdError, check_joints
 from r2s2r.rig.retarget import TIPS, HandKinematics
 from r2s2r.sim import scene as scene_mod
 from r2s2r.spec import WorldSpec
@@ -38,11 +38,14 @@ class _HandModel:
     nsub: int
 
 
-def _hand_model(world: WorldSpec, side: str, hz: float, arm_q: np.ndarray) -> _HandModel:
+def _hand_model(
+    world: WorldSpec, side: str, hz: float, arm_q: np.ndarray, source: str = "recording"
+) -> _HandModel:
     """The hand of ``side`` on its arm frozen at joint positions ``arm_q`` (J,): the arm's
     links stay as obstacles (the thumb can touch the wrist), only the fingers move."""
     spec = scene_mod.new_spec(world)
     arm, hand = scene_mod.add_arm_and_hand(spec, world, side)
+    check_joints("arm_q", len(arm_q), len(arm.joints), "arm", source)
     for act in list(spec.actuators):
         if not act.name.startswith(f"{side}_hand_"):
             spec.delete(act)
@@ -78,11 +81,15 @@ class HandSimulator:
             raise SysIdError("hand recordings differ in episode length; record them equally")
         self.recs = list(recordings)
         # One model per recording: the arm holds a posture of its own in each.
-        self.hands = [_hand_model(nominal, r.side, r.hz, r.arm_q[0, 0]) for r in self.recs]
+        self.hands = [
+            _hand_model(nominal, r.side, r.hz, r.arm_q[0, 0], r.source) for r in self.recs
+        ]
         any_model, acts = self.hands[0].model, self.hands[0].acts
         self._threads = [mujoco.MjData(any_model) for _ in range(os.cpu_count() or 1)]
         # Joints per hand, and their ranges (the model's: the targets are clipped to them).
         self.dof = len(acts)
+        for r in self.recs:
+            check_joints("q", r.q.shape[-1], self.dof, "hand", r.source)
         lo, hi = any_model.jnt_range[any_model.actuator_trnid[acts, 0]].T
         nsubs = {h.nsub for h in self.hands}
         if len(nsubs) != 1:

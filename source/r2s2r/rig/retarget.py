@@ -1,4 +1,4 @@
-"""Retargeting a human hand (21 keypoints) to the 20 joints of the robot hand.
+"""Retargeting a human hand (21 keypoints) to the joints of the robot hand (the Wuji hand's 20).
 
 The objective follows the vector / DexPilot formulation: the robot's vectors from the wrist
 to each fingertip and to each middle knuckle, and from the thumb tip to every other
@@ -42,8 +42,9 @@ class HandKinematics:
         self.data = mujoco.MjData(self.model)
         self.lo = self.model.jnt_range[:, 0].copy()
         self.hi = self.model.jnt_range[:, 1].copy()
+        self.dof = len(names.joints)
         qadr = [self.model.joint(j).qposadr[0] for j in names.joints]
-        if qadr != list(range(20)):
+        if qadr != list(range(self.dof)):
             raise RuntimeError("the hand model's joints are not in thumb-first order")
         # Each keypoint is a body origin (a joint) or a fingertip site.
         self._points: list[tuple[str, int]] = [("body", self.model.body("palm_link").id)]
@@ -54,7 +55,7 @@ class HandKinematics:
         self._jac = np.zeros((3, self.model.nv))
 
     def forward(self, q: np.ndarray) -> np.ndarray:
-        """Keypoints (21, 3) of joint configuration ``q`` (20,)."""
+        """Keypoints (21, 3) of joint configuration ``q`` (dof,)."""
         self.data.qpos[:] = q
         mujoco.mj_kinematics(self.model, self.data)
         mujoco.mj_comPos(self.model, self.data)  # The Jacobians need cdof.
@@ -66,7 +67,7 @@ class HandKinematics:
         )
 
     def jacobians(self) -> np.ndarray:
-        """Position Jacobians (21, 3, 20) at the configuration of the last ``forward``."""
+        """Position Jacobians (21, 3, dof) at the configuration of the last ``forward``."""
         out = np.empty((NUM_KEYPOINTS, 3, self.model.nv))
         for k, (kind, i) in enumerate(self._points):
             if kind == "body":
@@ -96,15 +97,15 @@ class Retargeter:
     def __init__(self, config: RetargetCfg | None = None, side: str = "right") -> None:
         self.cfg = config or RetargetCfg()
         self.kin = HandKinematics(side)
-        self.q = np.clip(np.zeros(20), self.kin.lo, self.kin.hi)
+        self.q = np.clip(np.zeros(self.kin.dof), self.kin.lo, self.kin.hi)
         self._a = np.array([a for a, _ in PAIRS])
         self._b = np.array([b for _, b in PAIRS])
 
     def reset(self, q: np.ndarray | None = None) -> None:
-        self.q = np.clip(np.zeros(20) if q is None else q, self.kin.lo, self.kin.hi)
+        self.q = np.clip(np.zeros(self.kin.dof) if q is None else q, self.kin.lo, self.kin.hi)
 
     def solve(self, keypoints: np.ndarray) -> np.ndarray:
-        """Joint angles (20,) for human keypoints (21, 3) in the wrist frame (metres)."""
+        """Joint angles (dof,) for human keypoints (21, 3) in the wrist frame (metres)."""
         keypoints = np.asarray(keypoints, dtype=float)
         if keypoints.shape != (NUM_KEYPOINTS, 3) or not np.isfinite(keypoints).all():
             raise ValueError(f"keypoints: expected 21 finite 3-D points, got {keypoints.shape}")
@@ -123,10 +124,10 @@ class Retargeter:
             jac = self.kin.jacobians()
             resid = ((points[self._b] - points[self._a]) - target) * w
             jvec = (jac[self._b] - jac[self._a]) * w[..., None]
-            J = jvec.reshape(-1, 20)
+            J = jvec.reshape(-1, self.kin.dof)
             r = resid.reshape(-1)
             # Damped Gauss-Newton with a pull towards the previous frame's solution.
-            H = J.T @ J + lam * np.eye(20)
+            H = J.T @ J + lam * np.eye(self.kin.dof)
             g = J.T @ r + lam * (q - prev)
             dq = np.linalg.solve(H, -g)
             q = np.clip(q + dq, self.kin.lo, self.kin.hi)

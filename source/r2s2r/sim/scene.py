@@ -355,6 +355,12 @@ def add_arm_and_hand(
     else:
         hand = robots.add_wuji_hand(flange, hand_prefix(side), side=side)
     h = world.hand
+    joints = h.per_joint()
+    if joints is not None and joints != len(hand.joints):
+        raise ValueError(
+            f"world.hand gives {joints} values per hand joint; the {side} hand has "
+            f"{len(hand.joints)} joints (give 1 value or {len(hand.joints)})"
+        )
     robots.add_hand_actuators(
         spec,
         hand,

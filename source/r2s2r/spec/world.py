@@ -135,7 +135,8 @@ class ArmControllerSpec(Spec):
 
 
 class HandActuatorSpec(Spec):
-    """Position actuators of the 20 hand joints (one value for all, or 20 values)."""
+    """Position actuators of the hand joints: one value for all, or one per joint (thumb first;
+    the cell checks the count against the hand it builds)."""
 
     kp: tuple[Pos, ...] = (0.5,)
     kv: tuple[NonNeg, ...] = (0.02,)
@@ -145,11 +146,22 @@ class HandActuatorSpec(Spec):
 
     @model_validator(mode="after")
     def _lengths(self) -> HandActuatorSpec:
-        for key in ("kp", "kv", "force_limit", "armature", "damping"):
-            n = len(getattr(self, key))
-            if n not in (1, 20):
-                raise ValueError(f"{key}: give 1 value or 20 (one per hand joint), got {n}")
+        counts = {k: len(getattr(self, k)) for k in HAND_ACTUATOR_FIELDS}
+        per_joint = {n for n in counts.values() if n != 1}
+        if len(per_joint) > 1:
+            raise ValueError(
+                f"give each of {list(counts)} 1 value or one per hand joint, the same number "
+                f"for all; got {counts}"
+            )
         return self
+
+    def per_joint(self) -> int | None:
+        """How many joints the per-joint values are for (None: every field is one value)."""
+        counts = {len(getattr(self, k)) for k in HAND_ACTUATOR_FIELDS} - {1}
+        return counts.pop() if counts else None
+
+
+HAND_ACTUATOR_FIELDS = ("kp", "kv", "force_limit", "armature", "damping")
 
 
 class LightingSpec(Spec):
