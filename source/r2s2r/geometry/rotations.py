@@ -1,7 +1,9 @@
-"""Batched rotation helpers on numpy arrays; quaternions are (w, x, y, z).
+"""Batched rotation helpers on numpy arrays of any batch shape; quaternions are (w, x, y, z).
 
-``mat_to_quat`` runs every control step (the TCP orientation in the observation), so it is
-compiled; the rest serve set-up code and tests.
+The maths is ``scipy.spatial.transform.Rotation``'s; these wrappers give it the project's
+scalar-first convention and arbitrary leading batch dimensions. ``mat_to_quat`` runs every
+control step (the TCP orientation in the observation), where scipy's per-call overhead
+dominates a single matrix, so it has its own compiled kernel (tested against scipy).
 """
 
 from __future__ import annotations
@@ -10,59 +12,50 @@ import math
 
 import numpy as np
 from numba import njit
+from scipy.spatial.transform import Rotation
+
+
+def _rotations(q: np.ndarray) -> tuple[Rotation, tuple[int, ...]]:
+    """The rotations of quaternions (..., 4), flattened, and their batch shape."""
+    q = np.asarray(q, dtype=np.float64)
+    return Rotation.from_quat(q.reshape(-1, 4), scalar_first=True), q.shape[:-1]
+
+
+def _quats(r: Rotation, batch: tuple[int, ...]) -> np.ndarray:
+    return r.as_quat(canonical=False, scalar_first=True).reshape(*batch, 4)
 
 
 def quat_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Hamilton product a * b of quaternions (..., 4)."""
-    aw, ax, ay, az = np.moveaxis(a, -1, 0)
-    bw, bx, by, bz = np.moveaxis(b, -1, 0)
-    return np.stack(
-        [
-            aw * bw - ax * bx - ay * by - az * bz,
-            aw * bx + ax * bw + ay * bz - az * by,
-            aw * by - ax * bz + ay * bw + az * bx,
-            aw * bz + ax * by - ay * bx + az * bw,
-        ],
-        axis=-1,
-    )
+    """Products a * b (apply b, then a) of unit quaternions (..., 4), batch shapes
+    broadcast."""
+    a, b = np.broadcast_arrays(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
+    ra, batch = _rotations(a)
+    rb, _ = _rotations(b)
+    return _quats(ra * rb, batch)
 
 
 def quat_conj(q: np.ndarray) -> np.ndarray:
-    """Conjugates (..., 4) of quaternions (..., 4): the inverse rotations of unit ones."""
-    return q * np.array([1.0, -1.0, -1.0, -1.0])
+    """The inverse rotations (..., 4) of unit quaternions (..., 4) (their conjugates)."""
+    r, batch = _rotations(q)
+    return _quats(r.inv(), batch)
 
 
 def quat_to_rotvec(q: np.ndarray) -> np.ndarray:
-    """Rotation vectors (..., 3) with angle in [0, pi] of unit quaternions (..., 4)."""
-    q = np.where(q[..., :1] < 0, -q, q)
-    v = q[..., 1:]
-    s = np.linalg.norm(v, axis=-1, keepdims=True)
-    angle = 2.0 * np.arctan2(s, q[..., :1])
-    # angle / sin(angle / 2) tends to 2 as the angle goes to zero.
-    scale = np.where(s > 1e-9, angle / np.maximum(s, 1e-12), 2.0)
-    return v * scale
+    """Rotation vectors (..., 3), angle in [0, pi], of unit quaternions (..., 4)."""
+    r, batch = _rotations(q)
+    return r.as_rotvec().reshape(*batch, 3)
 
 
 def rotvec_to_quat(r: np.ndarray) -> np.ndarray:
     """Unit quaternions (..., 4) of rotation vectors (..., 3)."""
-    angle = np.linalg.norm(r, axis=-1, keepdims=True)
-    half = 0.5 * angle
-    # sin(half) / angle tends to 1/2 as the angle goes to zero.
-    scale = np.where(angle > 1e-9, np.sin(half) / np.maximum(angle, 1e-12), 0.5)
-    return np.concatenate([np.cos(half), r * scale], axis=-1)
+    r = np.asarray(r, dtype=np.float64)
+    return _quats(Rotation.from_rotvec(r.reshape(-1, 3)), r.shape[:-1])
 
 
 def quat_to_mat(q: np.ndarray) -> np.ndarray:
     """Rotation matrices (..., 3, 3) of unit quaternions (..., 4)."""
-    w, x, y, z = np.moveaxis(q, -1, 0)
-    return np.stack(
-        [
-            np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
-            np.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
-            np.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
-        ],
-        axis=-2,
-    )
+    r, batch = _rotations(q)
+    return r.as_matrix().reshape(*batch, 3, 3)
 
 
 def mat_to_quat(m: np.ndarray) -> np.ndarray:
