@@ -378,8 +378,8 @@ def test_deploy_runs_a_trained_policy(recorded_demos: Path, tmp_path: Path) -> N
         *("--image-size", "64", "--record", str(out), "--json"),
     )
     report = inspect_deployment(out)
-    (episode,) = report["episodes"]
-    assert episode["frames"] == 20
-    arrived = [c for c in episode["chunks"] if c["arrived_step"] is not None]
-    assert len(arrived) >= 2 and all(c["latency_ms"] > 0 for c in arrived)
-    assert report["sessions"][0]["policy"]["cameras"]
+    (episode,) = report.episodes
+    assert episode.frames == 20
+    arrived = [c for c in episode.chunks if c.arrived_step is not None]
+    assert len(arrived) >= 2 and all(c.latency_ms is not None and c.latency_ms > 0 for c in arrived)
+    assert report.sessions[0]["policy"]["cameras"]

@@ -250,7 +250,7 @@ def inspect(
 
     report = inspect_deployment(root, episode)
     if as_json:
-        typer.echo(json.dumps(report, indent=1))
+        typer.echo(json.dumps(report.to_json(), indent=1))
         return
     for line in describe(report, chunks=episode is not None):
         typer.echo(line)

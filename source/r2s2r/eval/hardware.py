@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -28,6 +28,9 @@ from r2s2r.runtime import EpisodeLog, EpisodeStart
 from r2s2r.spec import TaskSpec, WorldSpec
 from r2s2r.spec.conditions import apply_condition
 from r2s2r.spec.worlds import sorting_arm
+
+if TYPE_CHECKING:
+    from r2s2r.rig.hardware import HardwareRig
 
 log = logging.getLogger("r2s2r.eval")
 KEY_OUTCOMES = {"s": "sorted", "w": "wrong_bin", "d": "dropped", "f": "failed"}
@@ -59,7 +62,11 @@ class HardwareRigs:
     kind = "hardware"
 
     def __init__(
-        self, rig: Any, task: TaskSpec, world: WorldSpec, prompt: Callable[[str], str] = input
+        self,
+        rig: HardwareRig,
+        task: TaskSpec,
+        world: WorldSpec,
+        prompt: Callable[[str], str] = input,
     ) -> None:
         self.rig, self.task, self.world, self.prompt = rig, task, world, prompt
         self.sup: SafetySupervisor = rig.supervise()
