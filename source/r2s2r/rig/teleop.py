@@ -5,11 +5,11 @@ wrist pose in the tracker frame) becomes robot commands:
 
 - wrist pose -> TCP target through the calibrated tracker-to-robot transform
   (``TrackerCalibration``: the tracker frame in the cell frame, and the TCP in the wrist frame);
-- keypoints -> 20 hand joint targets through the retargeter.
+- keypoints -> hand joint targets through the retargeter.
 
 Both go through the safety supervisor. The arm that is not teleoperated holds its pose with an
-open hand. ``TeleopSession.step`` returns the commanded action (54: per arm a TCP pose and 20
-hand joints, left then right) for recording.
+open hand. ``TeleopSession.step`` returns the commanded action (per arm a TCP pose and the hand's
+joint targets, left then right) for recording.
 """
 
 from __future__ import annotations

@@ -79,8 +79,9 @@ def _move_pose(pose: Pose, rng: np.random.Generator, dist_m: float, angle_deg: f
     )
 
 
-def true_world(nominal: WorldSpec, rng: np.random.Generator) -> WorldSpec:
-    """A hidden 'real' world drawn around ``nominal`` with realistic offsets."""
+def true_world(nominal: WorldSpec, rng: np.random.Generator, hand_dof: int) -> WorldSpec:
+    """A hidden 'real' world drawn around ``nominal`` (whose hands have ``hand_dof`` joints)
+    with realistic offsets."""
     cams: dict[str, CameraSpec] = {}
     for name, cam in nominal.cameras.items():
         dist: tuple[float, ...]
@@ -145,10 +146,10 @@ def true_world(nominal: WorldSpec, rng: np.random.Generator) -> WorldSpec:
     hand = nominal.hand
     hand_truth = hand.model_copy(
         update={
-            "kp": tuple(rng.uniform(0.7, 1.3, 20) * hand.kp[0])
+            "kp": tuple(rng.uniform(0.7, 1.3, hand_dof) * hand.kp[0])
             if len(hand.kp) == 1
-            else tuple(np.asarray(hand.kp) * rng.uniform(0.7, 1.3, 20)),
-            "kv": tuple(np.resize(np.asarray(hand.kv), 20) * rng.uniform(0.7, 1.5, 20)),
+            else tuple(np.asarray(hand.kp) * rng.uniform(0.7, 1.3, hand_dof)),
+            "kv": tuple(np.resize(np.asarray(hand.kv), hand_dof) * rng.uniform(0.7, 1.5, hand_dof)),
         }
     )
     light = nominal.lighting

@@ -134,8 +134,11 @@ class TwinRig:
         self.nominal = load_world(world)
         # The condition (``r2s2r.spec.conditions``) shifts the task and the hidden world.
         self.condition = condition
+        # The truth draws per-joint hand gains, so it needs the nominal cell's hand.
+        task_spec = load_task(task)
+        hand_dof = build_scene(task_spec, self.nominal).embodiment.hand_dof
         self.task, truth_world = apply_condition(
-            condition, load_task(task), true_world(self.nominal, rng)
+            condition, task_spec, true_world(self.nominal, rng, hand_dof)
         )
         self.__truth = TwinTruth(truth_world, true_camera_effects(rng, list(CAMERA_NAMES)))
         scene = build_scene(
