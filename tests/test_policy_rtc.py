@@ -89,6 +89,15 @@ def policy() -> LearnedPolicy:
     return make_policy()
 
 
+def hold_actions(policy: LearnedPolicy, n: int) -> np.ndarray:
+    """``n`` actions (n, A) that hold both arms at one pose (level TCPs) with open hands."""
+    contract = policy.contract
+    arm = np.zeros((contract.embodiment.num_arms, contract.arm_action_dim))
+    arm[:, :3], arm[:, 3] = (0.0, 0.0, 1.0), 1.0
+    hand = np.zeros((contract.embodiment.num_arms, contract.embodiment.hand_dof))
+    return np.tile(contract.join_action(arm, hand), (n, 1))
+
+
 def request(policy: LearnedPolicy, seed: int) -> dict[str, Any]:
     """A request in the dataset's form: random 64 px views and a still (20, 68) history."""
     rng = np.random.default_rng(seed)
@@ -298,6 +307,10 @@ def test_bad_prefixes_are_named(policy: LearnedPolicy) -> None:
         policy.infer_guided(obs, ChunkPrefix(ok, 4, 37))
     with pytest.raises(PolicyError, match="prefix: expected a ChunkPrefix, got dict"):
         policy.infer_guided(obs, {"actions": ok})  # type: ignore[arg-type]
+    with pytest.raises(
+        PolicyError, match="action 0, left arm: quaternion norm 0.000, expected unit"
+    ):
+        policy.infer_guided(obs, ChunkPrefix(np.zeros((30, A)), 4, 10))
 
 
 class PlainPolicy:
@@ -337,8 +350,10 @@ def test_bad_prefixes_over_the_wire_are_named_and_the_connection_goes_on(
     policy: LearnedPolicy, server: PolicyServer
 ) -> None:
     obs = request(policy, 9)
-    good = wire.prefix_message(ChunkPrefix(np.zeros((30, A)), 4, 10))
+    good = wire.prefix_message(ChunkPrefix(hold_actions(policy, 30), 4, 10))
     bad: list[tuple[dict[str, Any], str]] = [
+        ({"rtc.actions": np.zeros((30, A))},
+         "prefix.actions: action 0, left arm: quaternion norm 0.000, expected unit"),
         ({"rtc.actions": np.zeros((30, 50))}, "rtc.actions: expected (n, 54), got (30, 50)"),
         ({"rtc.actions": [[0.0] * A]}, "rtc.actions: expected an (n, 54) float array, got list"),
         ({"rtc.delay": -2}, "rtc.delay: expected at least 0 steps, got -2"),

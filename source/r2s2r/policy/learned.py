@@ -164,6 +164,8 @@ class LearnedPolicy:
         if not isinstance(prefix, ChunkPrefix):
             raise PolicyError(f"prefix: expected a ChunkPrefix, got {type(prefix).__name__}")
         prefix.check(self._metadata.action_horizon, self._metadata.action_dim)
+        if self.contract.action_mode == "tcp":
+            _check_quaternions(self.contract, prefix.actions)
         return self._chunk(observation, prefix)
 
     def _guide(self, prefix: ChunkPrefix, state_now: np.ndarray) -> Guide:
@@ -207,3 +209,17 @@ class LearnedPolicy:
 def load_policy(run: Path, device: str = "auto") -> LearnedPolicy:
     """The ``Policy`` of a training run folder (its newest checkpoint, EMA weights)."""
     return LearnedPolicy.load(run, device=device)
+
+
+def _check_quaternions(contract: Contract, actions: np.ndarray) -> None:
+    """A ``PolicyError`` naming the first TCP target of ``actions`` (n, action_dim) whose
+    orientation is not a unit quaternion (x y z qw qx qy qz per arm)."""
+    arm, _ = contract.split_action(actions)
+    norm = np.linalg.norm(arm[..., 3:7], axis=-1)
+    bad = np.argwhere(np.abs(norm - 1.0) > 1e-3)
+    if len(bad):
+        step, side = bad[0]
+        raise PolicyError(
+            f"prefix.actions: action {step}, {contract.embodiment.sides[side]} arm: quaternion "
+            f"norm {norm[step, side]:.3f}, expected unit quaternions (x y z qw qx qy qz)"
+        )

@@ -297,6 +297,8 @@ class PolicyServer:
                         else:
                             guided = cast(GuidedPolicy, self.policy)
                             actions = guided.infer_guided(checked, prefix)
+                    except PolicyError:
+                        raise  # The request's fault, named by the policy: sent as it is.
                     except Exception as err:
                         log.exception("policy.%s failed", name)
                         raise PolicyError(
