@@ -60,13 +60,14 @@ def task() -> TaskSpec:
 
 @pytest.fixture(scope="module")
 def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Real demonstrations: scripted-operator takes on twins, without cameras, with the
-    object's pose as the twin tracked it."""
+    """Real demonstrations: scripted-operator takes on ideal twins (adapting a demo to its own
+    instance in its own world must reproduce it exactly), without cameras, with the object's
+    pose as the twin tracked it."""
     logging.getLogger("r2s2r.safety").setLevel(logging.ERROR)
     root = tmp_path_factory.mktemp("demos") / "real"
     with DatasetWriter(root, DatasetCfg(cameras=(), env_state=True)) as writer:
         for seed in DEMO_SEEDS:
-            rig = TwinRig(seed=seed)
+            rig = TwinRig(seed=seed, ideal=True)
             cal = TrackerCalibration.twin()
             sup = SafetySupervisor(rig.arms, rig.hands, rig.now, rig.embodiment)
             teleop = TeleopSession(rig, sup, cal)
@@ -85,7 +86,7 @@ def demos(source: Path, task: TaskSpec) -> list[SourceDemo]:
 
 def truth_world(demo: SourceDemo) -> WorldSpec:
     """The world the demo was recorded in (tests only: behavior code never sees it)."""
-    return TwinRig(seed=DEMO_SEEDS[demo.episode]).reveal_truth().world
+    return TwinRig(seed=DEMO_SEEDS[demo.episode], ideal=True).reveal_truth().world
 
 
 def test_segmentation_finds_grasp_carry_and_release_from_the_signals(

@@ -127,9 +127,11 @@ def test_grounded_yaml_is_a_world_spec(grounded: tuple[Path, TwinRig, Grounding]
     out, rig, _ = grounded
     world = WorldSpec.load(out / "grounded.yaml")
     truth = rig.reveal_truth().world
-    # The hidden controller was found (the twin is noise-free, so closely).
-    assert abs(world.controller.delay_s - truth.controller.delay_s) < 0.002
-    assert abs(world.controller.kp_pos / truth.controller.kp_pos - 1.0) < 0.05
+    # The hidden controller was found: closely, though the surrogate also absorbs the
+    # imperfect twin's friction and payload, which it has no parameters for (into its delay
+    # and gains: a few ms and percent).
+    assert abs(world.controller.delay_s - truth.controller.delay_s) < 0.005
+    assert abs(world.controller.kp_pos / truth.controller.kp_pos - 1.0) < 0.1
 
 
 @pytest.mark.slow

@@ -139,15 +139,23 @@ def bench(
         Path | None, typer.Option("--out", help="keep the capture and report here")
     ] = None,
     as_json: JsonOpt = False,
+    ideal: Annotated[
+        bool,
+        typer.Option(
+            "--ideal", help="the ideal twin: exact readings, no unmodelled dynamics or optics"
+        ),
+    ] = False,
 ) -> None:
     """Ground a twin end to end and compare with its hidden truth, grounded next to nominal."""
     from r2s2r.ground.bench import LIMITS, SCENE_AND_MODEL_KEYS, run_bench
 
-    figures = run_bench(seed, out)
+    figures = run_bench(seed, out, ideal=ideal)
     if as_json:
         typer.echo(json.dumps(figures, indent=2, default=float))
     else:
-        typer.echo(f"twin seed {seed} on {figures['machine']}; grounded (nominal)")
+        typer.echo(
+            f"{figures['twin']} twin seed {seed} on {figures['machine']}; grounded (nominal)"
+        )
         for name, c in figures["cameras"].items():
             n = c["nominal"]
             typer.echo(

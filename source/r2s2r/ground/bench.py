@@ -118,18 +118,22 @@ def failures(figures: dict[str, Any]) -> list[str]:
     return out
 
 
-def run_bench(seed: int, out: Path | None = None, progress: bool = True) -> dict[str, Any]:
-    """Capture and ground a twin of ``seed``, write its report, and judge it."""
+def run_bench(
+    seed: int, out: Path | None = None, progress: bool = True, ideal: bool = False
+) -> dict[str, Any]:
+    """Capture and ground a twin of ``seed`` (the imperfect one, or with ``ideal`` the one
+    that differs from nominal by parameters only), write its report, and judge it."""
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(out) if out is not None else Path(tmp)
-        rig = TwinRig(seed=seed, native_cameras=True)
+        rig = TwinRig(seed=seed, native_cameras=True, ideal=ideal)
         capture_all(rig, folder, rig.nominal, seed=seed, progress=progress)
         result = ground_all(folder, rig.nominal, rig.task, progress=progress)
         write_grounding(result, folder)
         figures = judge(result, rig.reveal_truth().world)
     figures["seconds"] = time.perf_counter() - start
     figures["seed"] = seed
+    figures["twin"] = "ideal" if ideal else "imperfect"
     figures["machine"] = machine()
     figures["failures"] = failures(figures)
     return figures

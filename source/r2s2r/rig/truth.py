@@ -10,6 +10,7 @@ laggier arm controller, different hand actuators and different lighting.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import cv2
@@ -22,21 +23,68 @@ from r2s2r.spec.world import CameraSpec, Pose
 
 @dataclass(frozen=True)
 class CameraEffects:
-    """What a real camera does to light that a renderer does not (per camera, hidden)."""
+    """What a real camera does to light that a renderer does not (per camera, hidden).
+
+    The optical terms after ``gamma`` are the imperfect twin's (``imperfect.py``; 0 turns
+    each off, as in the ideal twin). Their sizes are in pixels of the camera's own
+    resolution (``native_width``) and scale with the size an image is delivered at."""
 
     gain: float  # Exposure gain.
     white_balance: tuple[float, float, float]  # Per-channel gains (R, G, B).
     vignetting: float  # Brightness lost at the image corners (0..1).
     noise_std: float  # Sensor noise, in 8-bit levels.
     gamma: float
+    # A thin-prism lens residual (no calibrated model has one): the image shifts by up to
+    # this much at the corners, along ``prism_angle`` (radians).
+    prism_px: float = 0.0
+    prism_angle: float = 0.0
+    defocus_px: float = 0.0  # Gaussian blur, std dev.
+    jpeg_quality: int = 0  # MJPEG stream quality (1-100); 0: no compression.
+    native_width: int = 0
 
     def apply(self, image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Apply the effects to an (H, W, 3) uint8 render."""
+        image = self._optics(image)
         gain = self._gain_map(image.shape[:2])
         lit = cv2.multiply(image, gain, dtype=cv2.CV_8U)
         lit = cv2.LUT(lit, self._gamma_lut())
         noise = rng.standard_normal(image.shape, dtype=np.float32) * self.noise_std
-        return cv2.add(lit, noise, dtype=cv2.CV_8U)
+        out = cv2.add(lit, noise, dtype=cv2.CV_8U)
+        if self.jpeg_quality:
+            ok, data = cv2.imencode(".jpg", out, [cv2.IMWRITE_JPEG_QUALITY, self.jpeg_quality])
+            decoded = cv2.imdecode(data, cv2.IMREAD_COLOR) if ok else None
+            if decoded is not None:
+                out = decoded
+        return np.asarray(out)
+
+    def _optics(self, image: np.ndarray) -> np.ndarray:
+        if not (self.prism_px or self.defocus_px):
+            return image
+        h, w = image.shape[:2]
+        scale = w / self.native_width if self.native_width else 1.0
+        if self.prism_px:
+            maps = self._prism_maps((h, w), scale)
+            image = cv2.remap(image, *maps, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+        sigma = self.defocus_px * scale
+        if sigma > 0.05:
+            image = cv2.GaussianBlur(image, (0, 0), sigma)
+        return image
+
+    def _prism_maps(self, shape: tuple[int, int], scale: float) -> tuple[np.ndarray, np.ndarray]:
+        """Source pixel coordinates (two (H, W) float32 maps) of the thin-prism shift: along
+        the prism direction, growing with the squared distance from the image centre."""
+        key = (self, shape)
+        maps = _PRISM_CACHE.get(key)
+        if maps is None:
+            h, w = shape
+            yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
+            r2 = ((xx - (w - 1) / 2) / (w / 2)) ** 2 + ((yy - (h - 1) / 2) / (h / 2)) ** 2
+            shift = self.prism_px * scale * r2 / 2.0  # r2 is 2 at the corners.
+            map_x = xx + shift * np.float32(np.cos(self.prism_angle))
+            map_y = yy + shift * np.float32(np.sin(self.prism_angle))
+            maps = (map_x.astype(np.float32), map_y.astype(np.float32))
+            _PRISM_CACHE[key] = maps
+        return maps
 
     def _gain_map(self, shape: tuple[int, ...]) -> np.ndarray:
         """Exposure x white balance x vignetting per pixel (H, W, 3) float32, cached."""
@@ -57,6 +105,7 @@ class CameraEffects:
 
 
 _GAIN_CACHE: dict[tuple[CameraEffects, tuple[int, ...]], np.ndarray] = {}
+_PRISM_CACHE: dict[tuple[CameraEffects, tuple[int, int]], tuple[np.ndarray, np.ndarray]] = {}
 
 
 def _signed(rng: np.random.Generator, lo: float, hi: float) -> float:
@@ -189,3 +238,22 @@ def true_camera_effects(rng: np.random.Generator, names: list[str]) -> dict[str,
         )
         for name in names
     }
+
+
+def imperfect_optics(
+    effects: dict[str, CameraEffects], world: WorldSpec, rng: np.random.Generator
+) -> dict[str, CameraEffects]:
+    """``effects`` with the imperfect twin's optics added: a lens residual of 0.2-0.5 px at
+    the corners (what a calibrated lens model typically leaves), defocus of 0.3-0.6 px and
+    MJPEG compression at quality 85-95, at each camera's own resolution."""
+    out = {}
+    for name, fx in effects.items():
+        out[name] = dataclasses.replace(
+            fx,
+            prism_px=float(rng.uniform(0.2, 0.5)),
+            prism_angle=float(rng.uniform(0.0, 2 * np.pi)),
+            defocus_px=float(rng.uniform(0.3, 0.6)),
+            jpeg_quality=int(rng.integers(85, 96)),
+            native_width=world.cameras[name].width,
+        )
+    return out

@@ -20,8 +20,9 @@ from scipy.spatial.transform import Rotation
 
 from r2s2r.geometry.board import Checkerboard, board_texture
 from r2s2r.geometry.rotations import mat_to_quat
+from r2s2r.rig.imperfect import Backlash, Imperfections, quantize
 from r2s2r.rig.interfaces import DEPTH_CAMERA, ArmState, Frame, HandState, HandTracker
-from r2s2r.rig.truth import CameraEffects, true_camera_effects, true_world
+from r2s2r.rig.truth import CameraEffects, imperfect_optics, true_camera_effects, true_world
 from r2s2r.sim.camera import Intrinsics
 from r2s2r.sim.cell import STATUS_NAMES, Cell
 from r2s2r.sim.embodiment import TCP_POSE_DIM, Embodiment
@@ -105,10 +106,12 @@ def board_placements(
 
 @dataclass(frozen=True)
 class TwinTruth:
-    """Everything the twin hides: its world and its cameras' effects."""
+    """Everything the twin hides: its world, its cameras' effects and the imperfections
+    no grounded world represents (``imperfect.py``; none for the ideal twin)."""
 
     world: WorldSpec
     camera_effects: dict[str, CameraEffects]
+    imperfections: Imperfections = Imperfections()
 
 
 class TwinRig:
@@ -119,6 +122,11 @@ class TwinRig:
     machine allows, or paced to the wall clock with ``realtime=True`` (for a person
     teleoperating it). Its ``embodiment`` is the robot of its simulated cell; its devices
     take TCP targets and hand joint targets (the ``tcp`` action mode).
+
+    By default the twin is as imperfect as a real cell (``imperfect.py``: noisy, quantized
+    readings, friction, payload, hysteresis, belt ripple, lens residuals, compression);
+    ``ideal=True`` keeps only the hidden world's parameters, for checks that need an exact
+    answer.
     """
 
     def __init__(
@@ -129,6 +137,8 @@ class TwinRig:
         realtime: bool = False,
         native_cameras: bool = False,
         condition: str = "nominal",
+        ideal: bool = False,
+        imperfections: Imperfections | None = None,
     ) -> None:
         rng = np.random.default_rng(seed)
         self.nominal = load_world(world)
@@ -136,14 +146,28 @@ class TwinRig:
         self.condition = condition
         # The truth draws per-joint hand gains, so it needs the nominal cell's hand.
         task_spec = load_task(task)
-        hand_dof = build_scene(task_spec, self.nominal).embodiment.hand_dof
+        nominal_robot = build_scene(task_spec, self.nominal).embodiment
         self.task, truth_world = apply_condition(
-            condition, task_spec, true_world(self.nominal, rng, hand_dof)
+            condition, task_spec, true_world(self.nominal, rng, nominal_robot.hand_dof)
         )
-        self.__truth = TwinTruth(truth_world, true_camera_effects(rng, list(CAMERA_NAMES)))
-        scene = build_scene(
-            self.task, truth_world, lambda spec: add_board(spec, TWIN_BOARD), action_mode="tcp"
-        )
+        effects = true_camera_effects(rng, list(CAMERA_NAMES))
+        # The imperfections draw from streams of their own, so that the ideal twin of a seed
+        # is the same cell as before they existed.
+        # ``imperfections`` replaces the drawn ones (the optics stay drawn).
+        flaws = Imperfections.none()
+        if not ideal:
+            objects = [o.name for o in self.task.objects]
+            drawn = Imperfections.draw(np.random.default_rng([seed, 7]), nominal_robot, objects)
+            flaws = imperfections if imperfections is not None else drawn
+            effects = imperfect_optics(effects, truth_world, np.random.default_rng([seed, 8]))
+        self.ideal = ideal
+        self.__truth = TwinTruth(truth_world, effects, flaws)
+
+        def extras(spec: mujoco.MjSpec) -> None:
+            add_board(spec, TWIN_BOARD)
+            flaws.edit(spec, nominal_robot)
+
+        scene = build_scene(self.task, truth_world, extras, action_mode="tcp")
         belt = truth_world.layout.belt
         self._board_poses = board_placements(
             TWIN_BOARD,
@@ -163,6 +187,17 @@ class TwinRig:
         ]
         self._rng = np.random.default_rng(seed + 1)
         self._noise = np.random.default_rng(seed + 2)
+        # Reading noise, drawn once per period and device (a real sensor reports one value
+        # per cycle however often it is read), and each hand's backlash.
+        self._flaws = flaws
+        # Each draw is a function of (seed, episode, period, device) alone, so the readings
+        # do not depend on who reads what in which order (a served policy, a GUI, a thread).
+        self._seed = seed
+        self._episode = -1
+        self._draws: dict[str, np.ndarray] = {}
+        self._backlash: list[Backlash] = []
+        self._held: dict[str, Frame] = {}
+        self._fk: mujoco.MjData | None = None
         self.realtime = realtime
         # Cameras deliver their own resolution (``native``), or the observation size (fast).
         self.native_cameras = native_cameras
@@ -214,8 +249,15 @@ class TwinRig:
         """Advance the twin by ``periods`` control periods with the latest commands."""
         for _ in range(periods):
             with self._lock:
-                self._cell.step(self._action.reshape(1, -1))
+                ripple = self._flaws.dynamics.belt_ripple
+                if ripple:
+                    factor = self._flaws.belt_factor(self.now())
+                    belt = self._cell.idx.belt_ctrl
+                    self._cell.ctrl[0, belt] = self._cell.belt_speed[0] * factor
+                self._cell.step(self._commanded().reshape(1, -1))
                 self._frames.clear()
+                self._draws.clear()
+                self._update_backlash()
             if self.realtime:
                 delay = self._wall_start + self.now() - time.monotonic()
                 if delay > 0:
@@ -228,9 +270,19 @@ class TwinRig:
             self._cell.reset(np.array([0]), [self._rng], objects=names)
             pos, mat = self._physics.site_poses(self._cell.idx.tcp_sites)
             quat = mat_to_quat(mat[0])
+            offsets = self._flaws.readings.joint_offset_rad
+            qpos, _ = self._physics.state()
             for arm, a in enumerate(self._action):
                 a[:3], a[3:7], a[7:] = pos[0, arm], quat[arm], 0.0
+                if offsets and not self.ideal:
+                    # Hold where the arm's own encoders say it is.
+                    a[:7] = self._offset_kinematics(arm, qpos[0], np.asarray(offsets[arm]))[1]
             self._frames.clear()
+            self._held.clear()
+            self._draws.clear()
+            self._episode += 1
+            width = self._flaws.readings.hand_backlash_rad
+            self._backlash = [Backlash(width, qpos[0, adr]) for adr in self._cell.idx.hand_qadr]
             self._wall_start = time.monotonic()
             return self._cell.objects[self._cell.chosen[0, 0]].name
 
@@ -264,17 +316,89 @@ class TwinRig:
             qpos, qvel = self._physics.state()
             idx = self._cell.idx
             pos, mat = self._physics.site_poses(idx.tcp_sites[arm : arm + 1])
-            return ArmState(
-                self.now(),
-                qpos[0, idx.arm_qadr[arm]].copy(),
-                qvel[0, self._arm_dofs[arm]].copy(),
-                np.concatenate([pos[0, 0], mat_to_quat(mat[0, 0])]),
+            q = qpos[0, idx.arm_qadr[arm]].copy()
+            dq = qvel[0, self._arm_dofs[arm]].copy()
+            tcp = np.concatenate([pos[0, 0], mat_to_quat(mat[0, 0])])
+            r = self._flaws.readings
+            if self.ideal or not r.joint_rad:
+                return ArmState(self.now(), q, dq, tcp)
+            if r.joint_offset_rad:
+                q, tcp = self._offset_kinematics(arm, qpos[0], np.asarray(r.joint_offset_rad[arm]))
+            n = len(q)
+            z = self._draw(f"arm{arm}", 2 * n + 7)
+            q = quantize(q + r.joint_rad * z[:n], r.joint_lsb_rad)
+            dq = dq + r.joint_vel * z[n : 2 * n]
+            turn = Rotation.from_rotvec(r.tcp_rad * z[2 * n + 3 : 2 * n + 6])
+            quat = (turn * Rotation.from_quat(tcp[3:], scalar_first=True)).as_quat(
+                scalar_first=True
             )
+            tcp = np.concatenate([tcp[:3] + r.tcp_m * z[2 * n : 2 * n + 3], quat])
+            return ArmState(self.now() + r.stamp_s * z[-1], q, dq, tcp)
 
     def _hand_state(self, hand: int) -> HandState:
         with self._lock:
             qpos, _ = self._physics.state()
-            return HandState(self.now(), qpos[0, self._cell.idx.hand_qadr[hand]].copy())
+            q = qpos[0, self._cell.idx.hand_qadr[hand]].copy()
+            r = self._flaws.readings
+            if self.ideal or not r.hand_rad:
+                return HandState(self.now(), q)
+            z = self._draw(f"hand{hand}", len(q) + 1)
+            seen = self._backlash[hand].reading if self._backlash else q
+            q = quantize(seen + r.hand_rad * z[:-1], r.hand_lsb_rad)
+            return HandState(self.now() + r.stamp_s * z[-1], q)
+
+    def _commanded(self) -> np.ndarray:
+        """The latest commands as the cell's controller executes them. With encoder offsets
+        the arm servos its TCP as its own encoders see it, as a real controller does: a
+        target is reached where the reported TCP (not the true one) meets it."""
+        offsets = self._flaws.readings.joint_offset_rad
+        if self.ideal or not offsets:
+            return self._action
+        action = self._action.copy()
+        qpos, _ = self._physics.state()
+        pos, mat = self._physics.site_poses(self._cell.idx.tcp_sites)
+        for arm, a in enumerate(action):
+            _, seen = self._offset_kinematics(arm, qpos[0], np.asarray(offsets[arm]))
+            true_rot = Rotation.from_matrix(mat[0, arm])
+            seen_rot = Rotation.from_quat(seen[3:], scalar_first=True)
+            target = Rotation.from_quat(a[3:7], scalar_first=True)
+            a[:3] = a[:3] + pos[0, arm] - seen[:3]
+            a[3:7] = (true_rot * seen_rot.inv() * target).as_quat(scalar_first=True)
+        return action
+
+    def _offset_kinematics(
+        self, arm: int, qpos: np.ndarray, offset: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The joints and TCP pose (7,) of ``arm`` as encoders with zero ``offset`` report
+        them: the cell's kinematics at the offset joints."""
+        model = self._cell.scene.model
+        if self._fk is None:
+            self._fk = mujoco.MjData(model)
+        idx = self._cell.idx
+        self._fk.qpos[:] = qpos
+        self._fk.qpos[idx.arm_qadr[arm]] += offset
+        mujoco.mj_kinematics(model, self._fk)
+        site = idx.tcp_sites[arm]
+        rot = self._fk.site_xmat[site].reshape(3, 3)
+        tcp = np.concatenate([self._fk.site_xpos[site], mat_to_quat(rot)])
+        return self._fk.qpos[idx.arm_qadr[arm]].copy(), tcp
+
+    def _draw(self, device: str, n: int) -> np.ndarray:
+        """This period's standard normal draws for ``device`` (the same on every read)."""
+        if device not in self._draws:
+            self._draws[device] = self._period_rng(device).standard_normal(n)
+        return self._draws[device]
+
+    def _period_rng(self, device: str) -> np.random.Generator:
+        period = round(self.now() * self.task.control_hz)
+        code = int.from_bytes(device.encode()[:8], "little")
+        return np.random.default_rng([self._seed, 9, self._episode, period, code])
+
+    def _update_backlash(self) -> None:
+        if self._backlash:
+            qpos, _ = self._physics.state()
+            for b, adr in zip(self._backlash, self._cell.idx.hand_qadr, strict=True):
+                b.update(qpos[0, adr])
 
     def _set_action(self, arm: int, start: int, values: np.ndarray) -> None:
         with self._lock:
@@ -301,9 +425,24 @@ class TwinRig:
                     self._frames[key] = Frame(self.now(), self._renderer.render_depth()[0])
                 else:
                     views = self._renderer.render()
+                    drop = self._flaws.readings.frame_drop
+                    period = 1.0 / self.task.control_hz
                     for cam, img in views.items():
+                        held = self._held.get(cam)
+                        # A dropped frame: the camera delivers the one it took a period ago
+                        # again (only where that is the last one read: a stream read every
+                        # period, not a capture after seconds of settling).
+                        if (
+                            held is not None
+                            and self.now() - held.stamp <= 1.5 * period
+                            and drop
+                            and self._period_rng(cam).random() < drop
+                        ):
+                            self._frames[cam] = held
+                            continue
                         effects = self.__truth.camera_effects[cam]
-                        self._frames[cam] = Frame(self.now(), effects.apply(img[0], self._noise))
+                        frame = Frame(self.now(), effects.apply(img[0], self._noise))
+                        self._frames[cam] = self._held[cam] = frame
             return self._frames[key]
 
 
