@@ -27,8 +27,11 @@ class QuantileNorm:
     ``(x - q01) / (q99 - q01 + 1e-6) * 2 - 1``.
 
     A dimension whose range ``q99 - q01`` is below ``MIN_RANGE`` (near-constant: a joint
-    that never moved) would have its noise blown up by the tiny denominator; it maps to
-    ``x - q01`` instead, so its values stay finite (about 0) and the inverse stays exact."""
+    that never moved, the arm that does not sort) would have its noise blown up by the tiny
+    denominator; it maps to ``(x - mid) / MIN_RANGE * 2`` about its midpoint instead: its
+    values stay about 0, the inverse stays exact, and a model's error there comes back at
+    most ``MIN_RANGE / 2`` per unit. (Leaving it unscaled, ``x - q01``, handed the model's
+    error back in robot units: a 0.3 error moved the idle arm's target by 0.3 m.)"""
 
     q01: np.ndarray
     q99: np.ndarray
@@ -53,8 +56,12 @@ class QuantileNorm:
 
     @property
     def constant(self) -> np.ndarray:
-        """(D,) bool: the near-constant dimensions (mapped to ``x - q01``)."""
+        """(D,) bool: the near-constant dimensions (scaled by ``MIN_RANGE``)."""
         return (self.q99 - self.q01) < MIN_RANGE
+
+    @property
+    def _mid(self) -> np.ndarray:
+        return (self.q01 + self.q99) / 2.0
 
     @classmethod
     def fit(cls, x: np.ndarray) -> QuantileNorm:
@@ -74,14 +81,16 @@ class QuantileNorm:
         x = np.asarray(x, dtype=np.float64)
         self._check(x)
         scaled = (x - self.q01) / (self.q99 - self.q01 + 1e-6) * 2.0 - 1.0
-        return np.where(self.constant, x - self.q01, scaled).astype(np.float32)
+        flat = (x - self._mid) / MIN_RANGE * 2.0
+        return np.where(self.constant, flat, scaled).astype(np.float32)
 
     def unnormalize(self, y: np.ndarray) -> np.ndarray:
         """The inverse of ``normalize``: (..., D) -> (..., D) float64."""
         y = np.asarray(y, dtype=np.float64)
         self._check(y)
         scaled = (y + 1.0) / 2.0 * (self.q99 - self.q01 + 1e-6) + self.q01
-        return np.where(self.constant, y + self.q01, scaled)
+        flat = y / 2.0 * MIN_RANGE + self._mid
+        return np.where(self.constant, flat, scaled)
 
     def to_arrays(self, prefix: str) -> dict[str, np.ndarray]:
         """``{prefix.q01, prefix.q99}`` float64 arrays (for safetensors)."""
