@@ -8,6 +8,7 @@ import logging
 import threading
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from r2s2r.app.generate import GenerateResult, generate
@@ -17,6 +18,7 @@ from r2s2r.app.record import RecordRequest, check_request, record
 from r2s2r.app.rigs import open_rig
 from r2s2r.behavior.generate import GenerateCfg
 from r2s2r.data import Dataset
+from r2s2r.data.config import ACTION_KEY
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +61,27 @@ def test_recording_cancelled_from_another_thread_keeps_what_was_saved(tmp_path: 
     # The take in progress when the job was cancelled is discarded, never half-written.
     assert result.takes[-1].decision == "quit"  # type: ignore[attr-defined]
     assert Dataset(out).num_episodes == saved
+
+
+def test_takes_of_one_instance_by_other_operators_append_to_one_dataset(tmp_path: Path) -> None:
+    # The same twin seed presents the same instance; the operator's seed changes only how
+    # the take is performed. Each call appends its take to the dataset already there.
+    out = tmp_path / "one_instance"
+    takes = [
+        record(
+            RecordRequest(out=out, seed=2, operator_seed=o, episodes=1, image_size=0, max_seconds=1)
+        )
+        for o in (None, 7)
+    ]
+    assert [t.takes[0].object_name for t in takes] == [takes[0].takes[0].object_name] * 2
+    with Dataset(out) as ds:
+        assert ds.num_episodes == 2
+        first, other = ds.episode_arrays(0), ds.episode_arrays(1)
+    # The object rides the belt alike in both takes (the arm never reaches it in 1 s) ...
+    env = "observation.environment_state"
+    np.testing.assert_allclose(first[env], other[env], atol=1e-9)
+    # ... while the operators' hands (tremor, sensor noise) command other targets.
+    assert np.abs(first[ACTION_KEY] - other[ACTION_KEY]).max() > 1e-4
 
 
 def test_a_cancelled_generation_resumes_to_the_uninterrupted_job(

@@ -160,7 +160,10 @@ def test_a_prefix_enters_the_models_action_space_as_training_actions(
     collate = policy.collate
     req = request(policy, 11)
     states = req[STATE_KEY].astype(np.float64)
-    chunk = policy.infer(request(policy, 12))
+    # A chunk of this state: the dimensions the data never varied (the relative pose of the
+    # arm that did not move) hold their constants in it, as in every chunk the policy makes
+    # here; other values there have no place in the model's action space.
+    chunk = policy.infer(req)
     internal = collate.actions_in(chunk[None], states[-1][None])
     sample = {
         "images": np.zeros((3, 64, 64, 3), np.uint8),
@@ -172,8 +175,7 @@ def test_a_prefix_enters_the_models_action_space_as_training_actions(
         "embodiment_id": 0,
     }
     assert torch.equal(internal, collate([sample])["actions"])
-    # Back in robot units: the same targets (a quaternion may come back negated, on the
-    # hemisphere of this state's TCP quaternion rather than the other request's).
+    # Back in robot units: the same targets (a quaternion may come back negated).
     back = collate.actions_out(internal, states[-1][None])[0]
     arm, hand = policy.contract.split_action(back)
     arm_in, hand_in = policy.contract.split_action(chunk)

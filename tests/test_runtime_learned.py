@@ -4,17 +4,22 @@ the proprio history it keeps, the instruction) is the one the policy was trained
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
+from r2s2r.data import Dataset
+from r2s2r.data.config import ACTION_KEY, STATE_KEY
+from r2s2r.policy.base import STATE_PAD_KEY, TASK_KEY
 from r2s2r.policy.learned import LearnedPolicy
 from r2s2r.policy.train import TrainCfg, Trainer
 from r2s2r.rig.observe import observe
 from r2s2r.rig.safety import SafetySupervisor
 from r2s2r.rig.twin import TwinRig
-from r2s2r.runtime import Runtime, RuntimeCfg, start_episode
+from r2s2r.runtime import Runtime, RuntimeCfg, StepLog, start_episode
 from r2s2r.runtime.request import StateHistory, build_request
+from r2s2r.runtime.scripted import OperatorPolicy
 from r2s2r.sim.contract import Contract
 from r2s2r.spec.worlds import load_world
 
@@ -83,3 +88,36 @@ def test_the_first_request_is_the_policys_env_form_after_a_reset(run: Path) -> N
     request = build_request(obs, history, contract.cameras)
     policy.reset()
     np.testing.assert_allclose(policy.infer(request), policy.infer(obs), atol=1e-5)
+
+
+def test_the_runtimes_requests_are_the_training_windows_of_a_recorded_take(
+    recorded_demos: Path,
+) -> None:
+    # The recorded take replayed by its own operator through the runtime: at every frame the
+    # request the loop would build (its proprio history, padding, instruction) equals the
+    # training window there, and the action run at the frame is the window's first action.
+    history = StateHistory(20)
+    requests: dict[int, tuple[dict[str, Any], np.ndarray | None]] = {}
+    twin = _twin(1)
+    contract = Contract.of(twin.embodiment, "tcp", ())
+    sup = SafetySupervisor(dict(twin.arms), dict(twin.hands), twin.now, twin.embodiment)
+
+    def on_step(step: StepLog, obs: dict[str, Any] | None) -> None:
+        assert obs is not None
+        history.push(contract.state(obs))
+        requests[step.step] = (build_request(obs, history, ()), step.action)
+
+    policy = OperatorPolicy.for_twin(twin, 1)
+    with Runtime(twin, policy, sup, RuntimeCfg(execution="sync", exec_horizon=1)) as rt:
+        episode = rt.run_episode(start_episode(twin, twin.task, twin.nominal), 1.5, on_step)
+    with Dataset(recorded_demos) as ds:
+        frames = int(ds.episodes[0]["dataset_to_index"])
+        assert len(episode.steps) == frames
+        for k in range(frames):
+            request, action = requests[k]
+            window = ds.window(k, 20, 40)
+            np.testing.assert_array_equal(request[STATE_KEY], window[STATE_KEY])
+            np.testing.assert_array_equal(request[STATE_PAD_KEY], window["state_is_pad"])
+            assert request[TASK_KEY] == ds.frame(k)["task"]
+            assert action is not None
+            np.testing.assert_allclose(action, window[ACTION_KEY][0], atol=1e-5)

@@ -23,6 +23,9 @@ class RecordRequest(Spec):
     episodes: int = 10
     # Twin and scripted-operator seed.
     seed: int = 0
+    # The scripted operator's own seed (its per-take style), where it differs from ``seed``:
+    # the same twin and instances with another operator's takes (default: ``seed``).
+    operator_seed: int | None = None
     # Pace the twin to the wall clock.
     realtime: bool = False
     # Takes run by themselves (the twin's scripted operator), or are driven from keys.
@@ -152,7 +155,8 @@ def _twin(request: RecordRequest) -> tuple[Any, ...]:
     hands: dict[str, Hand] = dict(twin.hands)
     supervisor = SafetySupervisor(arms, hands, twin.now, twin.embodiment)
     teleop = TeleopSession(twin, supervisor, calibration)
-    operator = ScriptedOperator(request.seed, TwinEyes(twin), twin.task, twin.nominal, calibration)
+    op_seed = request.seed if request.operator_seed is None else request.operator_seed
+    operator = ScriptedOperator(op_seed, TwinEyes(twin), twin.task, twin.nominal, calibration)
     meta = {"world": "twin", "behavior": "teleop"}
     return twin, operator, teleop, twin.task, twin.nominal, meta
 

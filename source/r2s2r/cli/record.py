@@ -16,6 +16,14 @@ def record(
     rig: Annotated[RigKind, typer.Option("--rig", help="the twin or the real cell")] = RigKind.twin,
     episodes: Annotated[int, typer.Option("--episodes", min=1, help="episodes to save")] = 10,
     seed: Annotated[int, typer.Option("--seed", help="twin and operator seed")] = 0,
+    operator_seed: Annotated[
+        int | None,
+        typer.Option(
+            "--operator-seed",
+            help="the scripted operator's seed, where it differs from --seed (other takes "
+            "of the same instances)",
+        ),
+    ] = None,
     realtime: Annotated[
         bool, typer.Option("--realtime", help="pace the twin to the wall clock")
     ] = False,
@@ -61,6 +69,7 @@ def record(
         rig=rig.value,
         episodes=episodes,
         seed=seed,
+        operator_seed=operator_seed,
         realtime=realtime,
         scripted=scripted,
         config=config,

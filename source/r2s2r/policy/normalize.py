@@ -27,8 +27,11 @@ class QuantileNorm:
     ``(x - q01) / (q99 - q01 + 1e-6) * 2 - 1``.
 
     A dimension whose range ``q99 - q01`` is below ``MIN_RANGE`` (near-constant: a joint
-    that never moved) would have its noise blown up by the tiny denominator; it maps to
-    ``x - q01`` instead, so its values stay finite (about 0) and the inverse stays exact."""
+    that never moved, the arm that does not sort) carries nothing to learn: it normalizes to
+    0 and comes back as its midpoint whatever the model says there (within ``MIN_RANGE / 2``
+    of every value the data held). Scaled by its tiny range it would blow noise up; left
+    unscaled (``x - q01``) it handed the model's error back in robot units (a 0.3 error
+    moved the idle arm's target by 0.3 m)."""
 
     q01: np.ndarray
     q99: np.ndarray
@@ -53,7 +56,7 @@ class QuantileNorm:
 
     @property
     def constant(self) -> np.ndarray:
-        """(D,) bool: the near-constant dimensions (mapped to ``x - q01``)."""
+        """(D,) bool: the near-constant dimensions (normalized to 0, see the class)."""
         return (self.q99 - self.q01) < MIN_RANGE
 
     @classmethod
@@ -74,14 +77,14 @@ class QuantileNorm:
         x = np.asarray(x, dtype=np.float64)
         self._check(x)
         scaled = (x - self.q01) / (self.q99 - self.q01 + 1e-6) * 2.0 - 1.0
-        return np.where(self.constant, x - self.q01, scaled).astype(np.float32)
+        return np.where(self.constant, 0.0, scaled).astype(np.float32)
 
     def unnormalize(self, y: np.ndarray) -> np.ndarray:
         """The inverse of ``normalize``: (..., D) -> (..., D) float64."""
         y = np.asarray(y, dtype=np.float64)
         self._check(y)
         scaled = (y + 1.0) / 2.0 * (self.q99 - self.q01 + 1e-6) + self.q01
-        return np.where(self.constant, y + self.q01, scaled)
+        return np.where(self.constant, (self.q01 + self.q99) / 2.0, scaled)
 
     def to_arrays(self, prefix: str) -> dict[str, np.ndarray]:
         """``{prefix.q01, prefix.q99}`` float64 arrays (for safetensors)."""
