@@ -14,24 +14,96 @@ import numpy as np
 
 from r2s2r.rig.retarget import TIPS, HandKinematics, Retargeter
 from r2s2r.rig.twin import TwinRig
+from r2s2r.rig.views import TwinViewsCfg
 from r2s2r.sim.bench import machine
+from r2s2r.sim.render import SceneRenderer
+from r2s2r.spec import WorldSpec
+from r2s2r.spec.worlds import load_world
+
+# The twin's camera paths, one way added at a time, each measured against the raw renderer
+# in the same run: today's reference, the one-render blur, cameras at 30 frames/s, and the
+# views in a worker process pipelined with the physics (the default). At the default 256 px
+# views the matched shadow map is the world's own (512), so it is no separate step here.
+VIEW_PATHS: dict[str, TwinViewsCfg] = {
+    "reference": TwinViewsCfg.reference(),
+    "flow_blur": TwinViewsCfg(fps=None, worker=False, match_shadows=False),
+    "flow_blur_30fps": TwinViewsCfg(worker=False),
+    "flow_blur_30fps_worker": TwinViewsCfg(),
+}
 
 
-def bench_twin(seconds: float = 3.0, cameras: bool = True) -> dict[str, float]:
-    """Simulated seconds per wall second, reading all three views every period if asked."""
-    rig = TwinRig(seed=0)
-    arm = rig.arms["left"]
-    target = arm.state().tcp_pose.copy()
-    start, sim0 = time.perf_counter(), rig.now()
-    while time.perf_counter() - start < seconds:
-        target[1] += 0.0005
-        arm.send_tcp_target(target)
-        rig.step()
+def _world(size: int | None) -> WorldSpec:
+    world = load_world("nominal")
+    if size is None:
+        return world
+    return world.replace(render=world.render.model_copy(update={"obs_size": (size, size)}))
+
+
+def bench_twin(
+    seconds: float = 3.0,
+    cameras: bool = True,
+    views: TwinViewsCfg | None = None,
+    size: int | None = None,
+    realtime: bool = False,
+) -> float:
+    """Simulated seconds per wall second, reading all three views every period if asked
+    (``views`` and the delivered ``size`` as given, default the twin's)."""
+    with TwinRig(seed=0, world=_world(size), views=views, realtime=realtime) as rig:
+        arm = rig.arms["left"]
+        target = arm.state().tcp_pose.copy()
         if cameras:
             for cam in rig.cameras.values():
-                cam.read()
-    wall = time.perf_counter() - start
-    return {"twin_realtime_factor" + ("" if cameras else "_no_cameras"): (rig.now() - sim0) / wall}
+                cam.read()  # Starts the worker before the clock does.
+        rig.present()
+        start, sim0 = time.perf_counter(), rig.now()
+        while time.perf_counter() - start < seconds:
+            target[1] += 0.0005
+            arm.send_tcp_target(target)
+            rig.step()
+            if cameras:
+                for cam in rig.cameras.values():
+                    cam.read()
+        return (rig.now() - sim0) / (time.perf_counter() - start)
+
+
+def bench_raw_render(seconds: float = 2.0, size: int | None = None) -> float:
+    """Milliseconds per frame set of the raw renderer: the twin's three views at the sizes it
+    renders them (the wide views of the fisheyes), shadows on, no blur, remap or effects."""
+    with TwinRig(seed=0, world=_world(size), views=TwinViewsCfg.reference()) as rig:
+        world = rig.reveal_truth().world
+        renderer = SceneRenderer(rig._physics, world)
+        try:
+            data = rig._physics.mjdata(0)
+            sets, start = 0, time.perf_counter()
+            while time.perf_counter() - start < seconds or sets < 3:
+                for plan in renderer.plans:
+                    renderer.render_raw(data, plan)
+                sets += 1
+            return 1e3 * (time.perf_counter() - start) / sets
+        finally:
+            renderer.close()
+
+
+def bench_views(seconds: float = 3.0) -> dict[str, float]:
+    """Each camera path's real-time factor and its ratio to the raw renderer's (three raw
+    views every 20 ms period and nothing else), the default path at smaller delivered sizes,
+    and ``--realtime`` pacing with the views on (control periods per wall second)."""
+    out: dict[str, float] = {}
+    raw_ms = bench_raw_render(seconds / 2)
+    raw_rtf = 20.0 / raw_ms
+    out["raw_render_ms_per_frame_set"] = raw_ms
+    out["raw_render_realtime_factor"] = raw_rtf
+    for name, cfg in VIEW_PATHS.items():
+        rtf = bench_twin(seconds, views=cfg)
+        out[f"views_{name}_realtime_factor"] = rtf
+        out[f"views_{name}_vs_raw"] = rtf / raw_rtf
+    for size in (128, 64):
+        raw = 20.0 / bench_raw_render(seconds / 2, size)
+        rtf = bench_twin(seconds, size=size)
+        out[f"twin_realtime_factor_{size}px"] = rtf
+        out[f"twin_realtime_factor_{size}px_vs_raw"] = rtf / raw
+    out["realtime_paced_hz_with_views"] = 50.0 * bench_twin(seconds, realtime=True)
+    return out
 
 
 def bench_retarget(frames: int = 500, seed: int = 0) -> dict[str, float]:
@@ -110,9 +182,10 @@ def bench_operator(seeds: int, workers: int | None = None) -> dict[str, Any]:
 
 
 def run_bench(seconds: float = 3.0, operator_seeds: int = 0) -> dict[str, Any]:
-    out: dict[str, Any] = {"machine": machine()}
-    out.update(bench_twin(seconds, cameras=True))
-    out.update(bench_twin(seconds / 2, cameras=False))
+    out: dict[str, Any] = {"machine": machine(), "load_average": os.getloadavg()[0]}
+    out["twin_realtime_factor"] = bench_twin(seconds)
+    out["twin_realtime_factor_no_cameras"] = bench_twin(seconds / 2, cameras=False)
+    out.update(bench_views(seconds))
     out.update(bench_retarget())
     if operator_seeds:
         out.update(bench_operator(operator_seeds))

@@ -22,11 +22,11 @@ from r2s2r.geometry.board import Checkerboard, board_texture
 from r2s2r.geometry.rotations import mat_to_quat
 from r2s2r.rig.interfaces import DEPTH_CAMERA, ArmState, Frame, HandState, HandTracker
 from r2s2r.rig.truth import CameraEffects, true_camera_effects, true_world
+from r2s2r.rig.views import TwinViews, TwinViewsCfg, shadow_map_for
 from r2s2r.sim.camera import Intrinsics
 from r2s2r.sim.cell import STATUS_NAMES, Cell
 from r2s2r.sim.embodiment import TCP_POSE_DIM, Embodiment
 from r2s2r.sim.physics import make_physics
-from r2s2r.sim.render import Renderer, make_renderer
 from r2s2r.sim.scene import build_scene
 from r2s2r.spec import TaskSpec, WorldSpec
 from r2s2r.spec.conditions import apply_condition
@@ -119,6 +119,12 @@ class TwinRig:
     machine allows, or paced to the wall clock with ``realtime=True`` (for a person
     teleoperating it). Its ``embodiment`` is the robot of its simulated cell; its devices
     take TCP targets and hand joint targets (the ``tcp`` action mode).
+
+    Its cameras deliver the observation size (or, with ``native_cameras``, their own
+    resolution, as the calibration captures want), rendered as ``views`` says
+    (``rig/views.py``): by default each camera at 30 frames/s, rendered in a worker process
+    one control period behind the physics; native cameras default to the reference
+    (``TwinViewsCfg.reference()``: every period, in this process, no latency).
     """
 
     def __init__(
@@ -129,6 +135,7 @@ class TwinRig:
         realtime: bool = False,
         native_cameras: bool = False,
         condition: str = "nominal",
+        views: TwinViewsCfg | None = None,
     ) -> None:
         rng = np.random.default_rng(seed)
         self.nominal = load_world(world)
@@ -138,8 +145,18 @@ class TwinRig:
             condition, load_task(task), true_world(self.nominal, rng)
         )
         self.__truth = TwinTruth(truth_world, true_camera_effects(rng, list(CAMERA_NAMES)))
+        if views is None:
+            views = TwinViewsCfg.reference() if native_cameras else TwinViewsCfg()
+        self.views_cfg = views
+        # What is drawn: the true world, its shadow map sized to the delivered images if asked.
+        drawn = truth_world
+        if views.match_shadows and not native_cameras:
+            shadows = shadow_map_for(truth_world.render.obs_size, truth_world.render.shadow_map)
+            drawn = truth_world.replace(
+                render=truth_world.render.model_copy(update={"shadow_map": shadows})
+            )
         scene = build_scene(
-            self.task, truth_world, lambda spec: add_board(spec, TWIN_BOARD), action_mode="tcp"
+            self.task, drawn, lambda spec: add_board(spec, TWIN_BOARD), action_mode="tcp"
         )
         belt = truth_world.layout.belt
         self._board_poses = board_placements(
@@ -159,13 +176,21 @@ class TwinRig:
             for side in self.embodiment.sides
         ]
         self._rng = np.random.default_rng(seed + 1)
-        self._noise = np.random.default_rng(seed + 2)
         self.realtime = realtime
         # Cameras deliver their own resolution (``native``), or the observation size (fast).
         self.native_cameras = native_cameras
         self._lock = threading.RLock()
-        self._renderer: Renderer | None = None
-        self._frames: dict[str, Frame] = {}
+        self._views = TwinViews(
+            views,
+            self._physics,
+            drawn,
+            self.__truth.camera_effects,
+            seed + 2,
+            1.0 / self.task.control_hz,
+            native_cameras,
+            CAMERA_NAMES,
+            self.now,
+        )
         # The latest command of each arm: TCP target (7), then hand targets.
         emb = self.embodiment
         self._action = np.zeros((emb.num_arms, emb.action_per_arm("tcp")))
@@ -184,12 +209,10 @@ class TwinRig:
         return self.cameras[DEPTH_CAMERA]
 
     def close(self) -> None:
-        """Release the renderer (the simulation itself holds nothing to release)."""
+        """Stop the view worker and release the renderers (the simulation itself holds
+        nothing to release)."""
         with self._lock:
-            if self._renderer is not None:
-                self._renderer.close()
-                self._renderer = None
-            self._frames.clear()
+            self._views.close()
 
     def __enter__(self) -> TwinRig:
         return self
@@ -209,10 +232,12 @@ class TwinRig:
 
     def step(self, periods: int = 1) -> None:
         """Advance the twin by ``periods`` control periods with the latest commands."""
-        for _ in range(periods):
+        for i in range(periods):
             with self._lock:
                 self._cell.step(self._action.reshape(1, -1))
-                self._frames.clear()
+                # Views only of the last two periods: one is rendered, the last one pipelined.
+                if periods - i <= 2:
+                    self._views.after_step()
             if self.realtime:
                 delay = self._wall_start + self.now() - time.monotonic()
                 if delay > 0:
@@ -227,7 +252,7 @@ class TwinRig:
             quat = mat_to_quat(mat[0])
             for arm, a in enumerate(self._action):
                 a[:3], a[3:7], a[7:] = pos[0, arm], quat[arm], 0.0
-            self._frames.clear()
+            self._views.restart()
             self._wall_start = time.monotonic()
             return self._cell.objects[self._cell.chosen[0, 0]].name
 
@@ -284,24 +309,13 @@ class TwinRig:
             else:
                 pose = self._board_poses[placement % len(self._board_poses)]
             self._physics.set_mocap(0, self._board_mocap, pose[:3], pose[3:])
-            self._frames.clear()
+            self._views.restart()
 
     def _render(self, name: str, depth: bool = False) -> Frame:
         with self._lock:
-            key = name + (":depth" if depth else "")
-            if key not in self._frames:
-                if self._renderer is None:
-                    self._renderer = make_renderer(
-                        "mujoco", self._physics, self.__truth.world, True, self.native_cameras
-                    )
-                if depth:
-                    self._frames[key] = Frame(self.now(), self._renderer.render_depth()[0])
-                else:
-                    views = self._renderer.render()
-                    for cam, img in views.items():
-                        effects = self.__truth.camera_effects[cam]
-                        self._frames[cam] = Frame(self.now(), effects.apply(img[0], self._noise))
-            return self._frames[key]
+            if depth:
+                return Frame(self.now(), self._views.depth())
+            return self._views.read(name)
 
 
 class TwinArm:
