@@ -9,6 +9,7 @@ import gc
 import numpy as np
 import pytest
 
+from r2s2r.rig.truth import CameraEffects
 from r2s2r.rig.twin import TwinRig
 from r2s2r.rig.views import TwinViewsCfg, shadow_map_for
 from r2s2r.sim.render import SceneRenderer
@@ -179,3 +180,22 @@ def test_views_config_is_checked() -> None:
         TwinViewsCfg(fps=0.0)
     with pytest.raises(ValueError, match="blur"):
         TwinViewsCfg(blur="smear")
+
+
+def test_camera_noise_is_gaussian_of_its_std_and_reproducible() -> None:
+    """The effects' sensor noise (drawn by OpenCV's generator, seeded from the twin's): about
+    its standard deviation around the noise-free image, the same for the same generator, new
+    in every frame."""
+    effects = CameraEffects(1.0, (1.0, 1.0, 1.0), 0.0, 3.0, 1.0)
+    quiet = CameraEffects(1.0, (1.0, 1.0, 1.0), 0.0, 0.0, 1.0)
+    image = np.full((64, 64, 3), 128, np.uint8)
+    clean = quiet.apply(image, np.random.default_rng(0)).astype(np.float64)
+    a = effects.apply(image, np.random.default_rng(5))
+    b = effects.apply(image, np.random.default_rng(5))
+    rng = np.random.default_rng(5)
+    first, second = effects.apply(image, rng), effects.apply(image, rng)
+    np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(a, first)
+    assert not np.array_equal(first, second)
+    residual = a - clean
+    assert abs(residual.mean()) < 0.15 and 2.8 < residual.std() < 3.2

@@ -45,9 +45,11 @@ def bench_twin(
     views: TwinViewsCfg | None = None,
     size: int | None = None,
     realtime: bool = False,
-) -> float:
+) -> tuple[float, float]:
     """Simulated seconds per wall second, reading all three views every period if asked
-    (``views`` and the delivered ``size`` as given, default the twin's)."""
+    (``views`` and the delivered ``size`` as given, default the twin's), and the CPU time
+    spent per control period (ms; this process's and the view worker's, all their threads),
+    which other jobs on the machine change far less than the wall time."""
     with TwinRig(seed=0, world=_world(size), views=views, realtime=realtime) as rig:
         arm = rig.arms["left"]
         target = arm.state().tcp_pose.copy()
@@ -55,6 +57,8 @@ def bench_twin(
             for cam in rig.cameras.values():
                 cam.read()  # Starts the worker before the clock does.
         rig.present()
+        worker = rig._views.worker
+        cpu0, worker0 = time.process_time(), worker.cpu_s if worker else 0.0
         start, sim0 = time.perf_counter(), rig.now()
         while time.perf_counter() - start < seconds:
             target[1] += 0.0005
@@ -63,7 +67,10 @@ def bench_twin(
             if cameras:
                 for cam in rig.cameras.values():
                     cam.read()
-        return (rig.now() - sim0) / (time.perf_counter() - start)
+        wall = time.perf_counter() - start
+        cpu = time.process_time() - cpu0 + (worker.cpu_s - worker0 if worker else 0.0)
+        periods = (rig.now() - sim0) * rig.task.control_hz
+        return (rig.now() - sim0) / wall, 1e3 * cpu / periods
 
 
 def bench_raw_render(seconds: float = 2.0, size: int | None = None) -> float:
@@ -94,15 +101,17 @@ def bench_views(seconds: float = 3.0) -> dict[str, float]:
     out["raw_render_ms_per_frame_set"] = raw_ms
     out["raw_render_realtime_factor"] = raw_rtf
     for name, cfg in VIEW_PATHS.items():
-        rtf = bench_twin(seconds, views=cfg)
+        rtf, cpu_ms = bench_twin(seconds, views=cfg)
         out[f"views_{name}_realtime_factor"] = rtf
         out[f"views_{name}_vs_raw"] = rtf / raw_rtf
+        out[f"views_{name}_cpu_ms_per_period"] = cpu_ms
     for size in (128, 64):
         raw = 20.0 / bench_raw_render(seconds / 2, size)
-        rtf = bench_twin(seconds, size=size)
+        rtf, cpu_ms = bench_twin(seconds, size=size)
         out[f"twin_realtime_factor_{size}px"] = rtf
         out[f"twin_realtime_factor_{size}px_vs_raw"] = rtf / raw
-    out["realtime_paced_hz_with_views"] = 50.0 * bench_twin(seconds, realtime=True)
+        out[f"twin_cpu_ms_per_period_{size}px"] = cpu_ms
+    out["realtime_paced_hz_with_views"] = 50.0 * bench_twin(seconds, realtime=True)[0]
     return out
 
 
@@ -183,8 +192,10 @@ def bench_operator(seeds: int, workers: int | None = None) -> dict[str, Any]:
 
 def run_bench(seconds: float = 3.0, operator_seeds: int = 0) -> dict[str, Any]:
     out: dict[str, Any] = {"machine": machine(), "load_average": os.getloadavg()[0]}
-    out["twin_realtime_factor"] = bench_twin(seconds)
-    out["twin_realtime_factor_no_cameras"] = bench_twin(seconds / 2, cameras=False)
+    out["twin_realtime_factor"] = bench_twin(seconds)[0]
+    out["twin_realtime_factor_no_cameras"], out["twin_cpu_ms_per_period_no_cameras"] = bench_twin(
+        seconds / 2, cameras=False
+    )
     out.update(bench_views(seconds))
     out.update(bench_retarget())
     if operator_seeds:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import time
 import traceback
 import weakref
 from collections.abc import Callable
@@ -155,7 +156,8 @@ def _serve(
                 break
             state, names = request
             state.write(physics)
-            conn.send(("ok", views.render(names)))
+            images = views.render(names)
+            conn.send(("ok", (images, time.process_time())))
     except EOFError:
         pass  # The twin went away without closing: nothing to answer.
     except Exception:  # noqa: BLE001 - any failure goes back to the twin, which raises it.
@@ -198,6 +200,8 @@ class ViewWorker:
         self.process.start()
         child.close()
         self.in_flight: tuple[str, ...] | None = None
+        # The worker's CPU time (s, all its threads) when it finished its latest views.
+        self.cpu_s = 0.0
         self._finalizer = weakref.finalize(self, _stop, self.process, self._conn)
 
     def submit(self, state: ViewState, names: tuple[str, ...]) -> None:
@@ -219,7 +223,8 @@ class ViewWorker:
             ) from None
         if kind == "error":
             raise RuntimeError(f"the twin's view worker failed:\n{payload}")
-        views: dict[str, np.ndarray] = payload
+        views: dict[str, np.ndarray]
+        views, self.cpu_s = payload
         return views
 
     def close(self) -> None:

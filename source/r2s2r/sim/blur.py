@@ -140,18 +140,23 @@ class MotionFlow:
     def blur(self, image: np.ndarray, flow: np.ndarray, samples: int) -> np.ndarray:
         """The (H, W, 3) uint8 ``image`` averaged over ``samples`` instants from the shutter's
         start (displaced by all of ``flow``) to its end (the image itself)."""
-        acc = image.astype(np.float32)
         gx, gy = self._grid
+        earlier = []
         for k in range(1, samples):
             # The surface seen at u at an earlier instant is, now, about at u - flow(u).
             frac = k / (samples - 1)
-            acc += cv2.remap(
-                image,
-                gx - frac * flow[..., 0],
-                gy - frac * flow[..., 1],
-                cv2.INTER_LINEAR,
-                borderMode=cv2.BORDER_REPLICATE,
+            earlier.append(
+                cv2.remap(
+                    image,
+                    gx - frac * flow[..., 0],
+                    gy - frac * flow[..., 1],
+                    cv2.INTER_LINEAR,
+                    borderMode=cv2.BORDER_REPLICATE,
+                )
             )
+        if len(earlier) == 1:
+            return cv2.addWeighted(image, 0.5, earlier[0], 0.5, 0.0)
+        acc = image.astype(np.float32) + sum(e.astype(np.float32) for e in earlier)
         return np.round(acc / samples).astype(np.uint8)
 
     def close(self) -> None:
