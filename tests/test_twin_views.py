@@ -5,6 +5,7 @@ worker process that ends cleanly."""
 from __future__ import annotations
 
 import gc
+import time
 
 import numpy as np
 import pytest
@@ -199,3 +200,30 @@ def test_camera_noise_is_gaussian_of_its_std_and_reproducible() -> None:
     assert not np.array_equal(first, second)
     residual = a - clean
     assert abs(residual.mean()) < 0.15 and 2.8 < residual.std() < 3.2
+
+
+def test_a_paced_twin_never_waits_for_its_views(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Paced to the wall clock, a period whose views are not ready goes on without them: the
+    physics advances, the cameras hold their frames; once the worker is done the next period
+    takes its views."""
+    twin = TwinRig(seed=6, realtime=True)
+    try:
+        head = twin.cameras["head"]
+        head.read()
+        worker = twin._views.worker
+        assert worker is not None
+        while worker.in_flight is None:
+            twin.step()
+        held = head.read()
+        monkeypatch.setattr(worker, "ready", lambda: False)
+        t0 = twin.now()
+        twin.step(5)
+        assert twin.now() == pytest.approx(t0 + 5 * PERIOD)
+        assert head.read() is held and worker.in_flight is not None
+        monkeypatch.undo()
+        while not worker.ready():  # The render itself takes what the machine gives it.
+            time.sleep(0.01)
+        twin.step()
+        assert head.read().stamp > held.stamp
+    finally:
+        twin.close()

@@ -190,6 +190,7 @@ class TwinRig:
             native_cameras,
             CAMERA_NAMES,
             self.now,
+            lambda: self.realtime,
         )
         # The latest command of each arm: TCP target (7), then hand targets.
         emb = self.embodiment

@@ -11,6 +11,11 @@ physics computes step k + 1; a camera read after step k + 1 returns them. So a f
 control period (20 ms) older than the state the arms report, and says so: ``Frame.stamp`` is
 the time of the state it shows. Right after a discontinuity (an object presented, the
 calibration board moved) nothing stale is shown: the first read renders the current state.
+Paced to the wall clock (``TwinRig(realtime=True)``, for a person at the keyboard or in a
+glove) a period never waits for the worker: when the views of a state are not ready, the
+cameras skip the frames they would have taken meanwhile (as a loaded USB camera drops them)
+and the physics keeps its 50 Hz.
+
 ``TwinViewsCfg.reference()`` is the twin as it was before: every camera every period, in this
 process, blurred by two renders, no latency (the calibration captures use it).
 """
@@ -210,6 +215,10 @@ class ViewWorker:
         self._conn.send((state, names))
         self.in_flight = names
 
+    def ready(self) -> bool:
+        """Whether the submitted state's views are done (or nothing is out)."""
+        return self.in_flight is None or self._conn.poll()
+
     def collect(self) -> dict[str, np.ndarray]:
         """The views of the submitted state (waits for them)."""
         if self.in_flight is None:
@@ -245,9 +254,12 @@ class TwinViews:
         native: bool,
         names: tuple[str, ...],
         clock: Callable[[], float],
+        paced: Callable[[], bool] = lambda: False,
     ) -> None:
         self.cfg, self.physics, self.world, self.effects = cfg, physics, world, effects
         self.clock = clock  # The twin's time, which stamps the frames.
+        # Whether the twin is paced to the wall clock: then a period never waits for a view.
+        self.paced = paced
         self.native, self.names, self.period_s = native, names, period_s
         self._seed = seed
         self._rng = np.random.default_rng(seed)
@@ -298,6 +310,10 @@ class TwinViews:
         """The physics advanced one period: take the pipelined views of the last state and
         send this one's to the worker (only once the cameras are being read)."""
         if self.worker is None:
+            return
+        if self.paced() and not self.worker.ready():
+            # Paced to the wall clock, the period goes on: these views come later, and the
+            # cameras take their next frames from the state when they are free again.
             return
         self._absorb()
         t = self.clock()
