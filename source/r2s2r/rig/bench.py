@@ -73,20 +73,22 @@ def bench_twin(
         return (rig.now() - sim0) / wall, 1e3 * cpu / periods
 
 
-def bench_raw_render(seconds: float = 2.0, size: int | None = None) -> float:
-    """Milliseconds per frame set of the raw renderer: the twin's three views at the sizes it
-    renders them (the wide views of the fisheyes), shadows on, no blur, remap or effects."""
+def bench_raw_render(seconds: float = 2.0, size: int | None = None) -> tuple[float, float]:
+    """Wall and CPU milliseconds per frame set of the raw renderer: the twin's three views at
+    the sizes it renders them (the wide views of the fisheyes), shadows on, no blur, remap or
+    effects."""
     with TwinRig(seed=0, world=_world(size), views=TwinViewsCfg.reference()) as rig:
         world = rig.reveal_truth().world
         renderer = SceneRenderer(rig._physics, world)
         try:
             data = rig._physics.mjdata(0)
-            sets, start = 0, time.perf_counter()
+            sets, start, cpu = 0, time.perf_counter(), time.process_time()
             while time.perf_counter() - start < seconds or sets < 3:
                 for plan in renderer.plans:
                     renderer.render_raw(data, plan)
                 sets += 1
-            return 1e3 * (time.perf_counter() - start) / sets
+            wall = time.perf_counter() - start
+            return 1e3 * wall / sets, 1e3 * (time.process_time() - cpu) / sets
         finally:
             renderer.close()
 
@@ -96,21 +98,25 @@ def bench_views(seconds: float = 3.0) -> dict[str, float]:
     views every 20 ms period and nothing else), the default path at smaller delivered sizes,
     and ``--realtime`` pacing with the views on (``bench_paced``)."""
     out: dict[str, float] = {}
-    raw_ms = bench_raw_render(seconds / 2)
+    raw_ms, raw_cpu = bench_raw_render(seconds / 2)
     raw_rtf = 20.0 / raw_ms
     out["raw_render_ms_per_frame_set"] = raw_ms
+    out["raw_render_cpu_ms_per_frame_set"] = raw_cpu
     out["raw_render_realtime_factor"] = raw_rtf
     for name, cfg in VIEW_PATHS.items():
         rtf, cpu_ms = bench_twin(seconds, views=cfg)
         out[f"views_{name}_realtime_factor"] = rtf
         out[f"views_{name}_vs_raw"] = rtf / raw_rtf
         out[f"views_{name}_cpu_ms_per_period"] = cpu_ms
+        # CPU of the raw renderer drawing a frame set every period over the path's own.
+        out[f"views_{name}_cpu_vs_raw"] = raw_cpu / cpu_ms
     for size in (128, 64):
-        raw = 20.0 / bench_raw_render(seconds / 2, size)
+        raw_ms, raw_cpu = bench_raw_render(seconds / 2, size)
         rtf, cpu_ms = bench_twin(seconds, size=size)
         out[f"twin_realtime_factor_{size}px"] = rtf
-        out[f"twin_realtime_factor_{size}px_vs_raw"] = rtf / raw
+        out[f"twin_realtime_factor_{size}px_vs_raw"] = rtf * raw_ms / 20.0
         out[f"twin_cpu_ms_per_period_{size}px"] = cpu_ms
+        out[f"twin_{size}px_cpu_vs_raw"] = raw_cpu / cpu_ms
     out.update(bench_paced(seconds))
     return out
 
