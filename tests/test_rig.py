@@ -66,11 +66,14 @@ def test_both_rigs_are_rigs(rig: TwinRig) -> None:
 
 
 def test_twin_closes_cleanly() -> None:
-    """Closing releases the renderer; closing again, or leaving a ``with`` block, is fine."""
+    """Closing ends the view worker (a real process, which exits by itself) and releases the
+    renderers; closing again, or leaving a ``with`` block, is fine."""
     with TwinRig(seed=5) as twin:
         first = twin.cameras["head"].read().image
-        assert twin._renderer is not None
-    assert twin._renderer is None
+        worker = twin._views.worker
+        assert worker is not None and worker.process.is_alive()
+    assert twin._views.worker is None
+    assert not worker.process.is_alive() and worker.process.exitcode == 0
     twin.close()
     # The simulation stays readable; a later frame renders again with a new renderer.
     assert twin.arms["left"].state().q.shape == (7,)

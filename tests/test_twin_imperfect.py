@@ -16,6 +16,7 @@ from r2s2r.rig.imperfect import Backlash, Imperfections, ReadingNoise, Unmodelle
 from r2s2r.rig.safety import SafetySupervisor
 from r2s2r.rig.truth import CameraEffects
 from r2s2r.rig.twin import TwinRig
+from r2s2r.rig.views import TwinViewsCfg
 
 
 def test_the_ideal_twin_is_the_same_hidden_world_without_the_imperfections() -> None:
@@ -100,7 +101,8 @@ def test_belt_ripple_and_the_payload_sag_are_physical() -> None:
 
 def test_dropped_frames_repeat_the_last_one_without_stalling_the_supervisor() -> None:
     flaws = Imperfections(ReadingNoise(frame_drop=0.3), Unmodelled())
-    twin = TwinRig(seed=5, imperfections=flaws)
+    # A frame every period (the reference views), so that a repeat is a drop.
+    twin = TwinRig(seed=5, imperfections=flaws, views=TwinViewsCfg.reference())
     sup = SafetySupervisor(twin.arms, twin.hands, twin.now, twin.embodiment)  # type: ignore[arg-type]
     sup.watch_camera(twin.cameras["head"])
     stamps = []

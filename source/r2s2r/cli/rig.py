@@ -22,9 +22,14 @@ def bench(
     recording real-time factor and dataset write throughput."""
     from r2s2r.data.record_bench import bench_record
     from r2s2r.rig.bench import run_bench
+    from r2s2r.rig.views import TwinViewsCfg
 
     result = run_bench(seconds, operator_seeds)
     result.update(bench_record(seconds))
+    # Today's reference camera path in the same run, for the ratio.
+    reference = bench_record(seconds, views=TwinViewsCfg.reference())["record_realtime_factor"]
+    result["record_realtime_factor_reference_views"] = reference
+    result["record_vs_reference_views"] = result["record_realtime_factor"] / reference
     if as_json:
         typer.echo(json.dumps(result, indent=2))
         return

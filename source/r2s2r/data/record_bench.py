@@ -11,11 +11,15 @@ from pathlib import Path
 import numpy as np
 
 from r2s2r.rig.twin import TwinRig
+from r2s2r.rig.views import TwinViewsCfg
 
 
-def bench_record(seconds: float = 3.0, take_s: float = 1.0) -> dict[str, float]:
+def bench_record(
+    seconds: float = 3.0, take_s: float = 1.0, views: TwinViewsCfg | None = None
+) -> dict[str, float]:
     """Recording on the twin (scripted operator, teleop, three views, dataset writer): its
-    real-time factor, and the writer's throughput (frames/s, encoded and raw MB/s)."""
+    real-time factor, and the writer's throughput (frames/s, encoded and raw MB/s); the
+    twin's cameras as ``views`` says (default the twin's own)."""
     from r2s2r.data import CameraCfg, DatasetCfg, DatasetWriter
     from r2s2r.data.record import Recorder
     from r2s2r.rig.interfaces import Arm, Hand
@@ -24,7 +28,7 @@ def bench_record(seconds: float = 3.0, take_s: float = 1.0) -> dict[str, float]:
     from r2s2r.rig.teleop import TeleopSession, TrackerCalibration
 
     logging.getLogger("r2s2r.safety").setLevel(logging.ERROR)
-    rig = TwinRig(seed=0)
+    rig = TwinRig(seed=0, views=views)
     cal = TrackerCalibration.twin()
     arms: dict[str, Arm] = dict(rig.arms)
     hands: dict[str, Hand] = dict(rig.hands)
@@ -45,6 +49,7 @@ def bench_record(seconds: float = 3.0, take_s: float = 1.0) -> dict[str, float]:
             wall = time.perf_counter() - start
             frames = writer.num_frames
         size = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+    rig.close()
     raw = frames * sum(int(np.prod(s)) for s in shapes.values())
     mb = 1024.0 * 1024.0
     return {

@@ -23,11 +23,11 @@ from r2s2r.geometry.rotations import mat_to_quat
 from r2s2r.rig.imperfect import Backlash, Imperfections, quantize
 from r2s2r.rig.interfaces import DEPTH_CAMERA, ArmState, Frame, HandState, HandTracker
 from r2s2r.rig.truth import CameraEffects, imperfect_optics, true_camera_effects, true_world
+from r2s2r.rig.views import TwinViews, TwinViewsCfg, shadow_map_for
 from r2s2r.sim.camera import Intrinsics
 from r2s2r.sim.cell import STATUS_NAMES, Cell
 from r2s2r.sim.embodiment import TCP_POSE_DIM, Embodiment
 from r2s2r.sim.physics import make_physics
-from r2s2r.sim.render import Renderer, make_renderer
 from r2s2r.sim.scene import build_scene
 from r2s2r.spec import TaskSpec, WorldSpec
 from r2s2r.spec.conditions import apply_condition
@@ -123,6 +123,12 @@ class TwinRig:
     teleoperating it). Its ``embodiment`` is the robot of its simulated cell; its devices
     take TCP targets and hand joint targets (the ``tcp`` action mode).
 
+    Its cameras deliver the observation size (or, with ``native_cameras``, their own
+    resolution, as the calibration captures want), rendered as ``views`` says
+    (``rig/views.py``): by default each camera at 30 frames/s, rendered in a worker process
+    one control period behind the physics; native cameras default to the reference
+    (``TwinViewsCfg.reference()``: every period, in this process, no latency).
+
     By default the twin is as imperfect as a real cell (``imperfect.py``: noisy, quantized
     readings, friction, payload, hysteresis, belt ripple, lens residuals, compression);
     ``ideal=True`` keeps only the hidden world's parameters, for checks that need an exact
@@ -139,6 +145,7 @@ class TwinRig:
         condition: str = "nominal",
         ideal: bool = False,
         imperfections: Imperfections | None = None,
+        views: TwinViewsCfg | None = None,
     ) -> None:
         rng = np.random.default_rng(seed)
         self.nominal = load_world(world)
@@ -152,22 +159,34 @@ class TwinRig:
         )
         effects = true_camera_effects(rng, list(CAMERA_NAMES))
         # The imperfections draw from streams of their own, so that the ideal twin of a seed
-        # is the same cell as before they existed.
-        # ``imperfections`` replaces the drawn ones (the optics stay drawn).
+        # is the same cell as before they existed; ``imperfections`` replaces the drawn ones
+        # (the optics stay drawn).
         flaws = Imperfections.none()
         if not ideal:
             objects = [o.name for o in self.task.objects]
-            drawn = Imperfections.draw(np.random.default_rng([seed, 7]), nominal_robot, objects)
-            flaws = imperfections if imperfections is not None else drawn
+            drawn_flaws = Imperfections.draw(
+                np.random.default_rng([seed, 7]), nominal_robot, objects
+            )
+            flaws = imperfections if imperfections is not None else drawn_flaws
             effects = imperfect_optics(effects, truth_world, np.random.default_rng([seed, 8]))
         self.ideal = ideal
         self.__truth = TwinTruth(truth_world, effects, flaws)
+        if views is None:
+            views = TwinViewsCfg.reference() if native_cameras else TwinViewsCfg()
+        self.views_cfg = views
+        # What is drawn: the true world, its shadow map sized to the delivered images if asked.
+        drawn = truth_world
+        if views.match_shadows and not native_cameras:
+            shadows = shadow_map_for(truth_world.render.obs_size, truth_world.render.shadow_map)
+            drawn = truth_world.replace(
+                render=truth_world.render.model_copy(update={"shadow_map": shadows})
+            )
 
         def extras(spec: mujoco.MjSpec) -> None:
             add_board(spec, TWIN_BOARD)
             flaws.edit(spec, nominal_robot)
 
-        scene = build_scene(self.task, truth_world, extras, action_mode="tcp")
+        scene = build_scene(self.task, drawn, extras, action_mode="tcp")
         belt = truth_world.layout.belt
         self._board_poses = board_placements(
             TWIN_BOARD,
@@ -186,7 +205,6 @@ class TwinRig:
             for side in self.embodiment.sides
         ]
         self._rng = np.random.default_rng(seed + 1)
-        self._noise = np.random.default_rng(seed + 2)
         # Reading noise, drawn once per period and device (a real sensor reports one value
         # per cycle however often it is read), and each hand's backlash.
         self._flaws = flaws
@@ -196,14 +214,24 @@ class TwinRig:
         self._episode = -1
         self._draws: dict[str, np.ndarray] = {}
         self._backlash: list[Backlash] = []
-        self._held: dict[str, Frame] = {}
         self._fk: mujoco.MjData | None = None
         self.realtime = realtime
         # Cameras deliver their own resolution (``native``), or the observation size (fast).
         self.native_cameras = native_cameras
         self._lock = threading.RLock()
-        self._renderer: Renderer | None = None
-        self._frames: dict[str, Frame] = {}
+        self._views = TwinViews(
+            views,
+            self._physics,
+            drawn,
+            self.__truth.camera_effects,
+            seed + 2,
+            1.0 / self.task.control_hz,
+            native_cameras,
+            CAMERA_NAMES,
+            self.now,
+            lambda: self.realtime,
+            self._drops if flaws.readings.frame_drop else None,
+        )
         # The latest command of each arm: TCP target (7), then hand targets.
         emb = self.embodiment
         self._action = np.zeros((emb.num_arms, emb.action_per_arm("tcp")))
@@ -222,12 +250,10 @@ class TwinRig:
         return self.cameras[DEPTH_CAMERA]
 
     def close(self) -> None:
-        """Release the renderer (the simulation itself holds nothing to release)."""
+        """Stop the view worker and release the renderers (the simulation itself holds
+        nothing to release)."""
         with self._lock:
-            if self._renderer is not None:
-                self._renderer.close()
-                self._renderer = None
-            self._frames.clear()
+            self._views.close()
 
     def __enter__(self) -> TwinRig:
         return self
@@ -247,7 +273,7 @@ class TwinRig:
 
     def step(self, periods: int = 1) -> None:
         """Advance the twin by ``periods`` control periods with the latest commands."""
-        for _ in range(periods):
+        for i in range(periods):
             with self._lock:
                 ripple = self._flaws.dynamics.belt_ripple
                 if ripple:
@@ -255,9 +281,11 @@ class TwinRig:
                     belt = self._cell.idx.belt_ctrl
                     self._cell.ctrl[0, belt] = self._cell.belt_speed[0] * factor
                 self._cell.step(self._commanded().reshape(1, -1))
-                self._frames.clear()
                 self._draws.clear()
                 self._update_backlash()
+                # Views only of the last two periods: one is rendered, the last one pipelined.
+                if periods - i <= 2:
+                    self._views.after_step()
             if self.realtime:
                 delay = self._wall_start + self.now() - time.monotonic()
                 if delay > 0:
@@ -277,8 +305,7 @@ class TwinRig:
                 if offsets and not self.ideal:
                     # Hold where the arm's own encoders say it is.
                     a[:7] = self._offset_kinematics(arm, qpos[0], np.asarray(offsets[arm]))[1]
-            self._frames.clear()
-            self._held.clear()
+            self._views.restart()
             self._draws.clear()
             self._episode += 1
             width = self._flaws.readings.hand_backlash_rad
@@ -389,6 +416,10 @@ class TwinRig:
             self._draws[device] = self._period_rng(device).standard_normal(n)
         return self._draws[device]
 
+    def _drops(self, camera: str) -> bool:
+        """Whether ``camera`` drops the frame it is due to take this period."""
+        return bool(self._period_rng(camera).random() < self._flaws.readings.frame_drop)
+
     def _period_rng(self, device: str) -> np.random.Generator:
         period = round(self.now() * self.task.control_hz)
         code = int.from_bytes(device.encode()[:8], "little")
@@ -411,39 +442,13 @@ class TwinRig:
             else:
                 pose = self._board_poses[placement % len(self._board_poses)]
             self._physics.set_mocap(0, self._board_mocap, pose[:3], pose[3:])
-            self._frames.clear()
+            self._views.restart()
 
     def _render(self, name: str, depth: bool = False) -> Frame:
         with self._lock:
-            key = name + (":depth" if depth else "")
-            if key not in self._frames:
-                if self._renderer is None:
-                    self._renderer = make_renderer(
-                        "mujoco", self._physics, self.__truth.world, True, self.native_cameras
-                    )
-                if depth:
-                    self._frames[key] = Frame(self.now(), self._renderer.render_depth()[0])
-                else:
-                    views = self._renderer.render()
-                    drop = self._flaws.readings.frame_drop
-                    period = 1.0 / self.task.control_hz
-                    for cam, img in views.items():
-                        held = self._held.get(cam)
-                        # A dropped frame: the camera delivers the one it took a period ago
-                        # again (only where that is the last one read: a stream read every
-                        # period, not a capture after seconds of settling).
-                        if (
-                            held is not None
-                            and self.now() - held.stamp <= 1.5 * period
-                            and drop
-                            and self._period_rng(cam).random() < drop
-                        ):
-                            self._frames[cam] = held
-                            continue
-                        effects = self.__truth.camera_effects[cam]
-                        frame = Frame(self.now(), effects.apply(img[0], self._noise))
-                        self._frames[cam] = self._held[cam] = frame
-            return self._frames[key]
+            if depth:
+                return Frame(self.now(), self._views.depth())
+            return self._views.read(name)
 
 
 class TwinArm:

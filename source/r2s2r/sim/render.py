@@ -21,6 +21,7 @@ import mujoco
 import numpy as np
 
 from r2s2r.sim.appearance import Appearance
+from r2s2r.sim.blur import MotionFlow
 from r2s2r.sim.camera import FisheyeRemap, Intrinsics, WideRender, plan_wide_render
 from r2s2r.sim.physics import Physics
 from r2s2r.spec.registry import Registry
@@ -29,6 +30,11 @@ from r2s2r.spec.world import CAMERA_NAMES, WorldSpec
 # Renders averaged over the shutter time of a camera with motion blur (the shutter's start
 # and end; shutter times of a few milliseconds move the image by a pixel or two at most).
 MOTION_BLUR_SAMPLES = 2
+# How a camera with a shutter time is blurred: ``samples`` renders it at each sample time and
+# averages (the reference); ``flow`` renders it once and averages that render displaced along
+# each pixel's image-space motion over the shutter, which a small pass of geom ids and depths
+# gives (``MotionFlow``).
+BLUR_MODES = ("samples", "flow")
 # Sensor size scale for MuJoCo's intrinsic camera mode: one pixel is this many length units.
 _PIXEL = 1e-3
 
@@ -43,6 +49,8 @@ class CameraPlan:
     remap: FisheyeRemap | None
     exposure: float
     motion_blur_s: float = 0.0
+    # The ideal pinhole MuJoCo renders (the camera itself, or the wide view that is remapped).
+    pinhole: Intrinsics | None = None
 
 
 @runtime_checkable
@@ -111,7 +119,9 @@ def plan_cameras(model: mujoco.MjModel, world: WorldSpec, native: bool = False) 
         intr = Intrinsics.from_spec(cam).scaled(*size)
         if intr.is_ideal_pinhole:
             set_pinhole_intrinsics(model, cam_id, intr)
-            plans.append(CameraPlan(name, cam_id, size, None, cam.exposure, cam.motion_blur_s))
+            plans.append(
+                CameraPlan(name, cam_id, size, None, cam.exposure, cam.motion_blur_s, intr)
+            )
         else:
             wide = plan_wide_render(
                 intr,
@@ -128,6 +138,7 @@ def plan_cameras(model: mujoco.MjModel, world: WorldSpec, native: bool = False) 
                     FisheyeRemap(intr, wide),
                     cam.exposure,
                     cam.motion_blur_s,
+                    wide.intrinsics(),
                 )
             )
     return plans
@@ -149,12 +160,21 @@ class SceneRenderer:
     (``Physics.mjdata``), RGB views and head depth, the way the WorldSpec says."""
 
     def __init__(
-        self, physics: Physics, world: WorldSpec, depth: bool = False, native: bool = False
+        self,
+        physics: Physics,
+        world: WorldSpec,
+        depth: bool = False,
+        native: bool = False,
+        blur: str = "samples",
     ) -> None:
+        if blur not in BLUR_MODES:
+            raise ValueError(f"blur must be one of {BLUR_MODES}, got {blur!r}")
         model = physics.model
         self.physics = physics
         self.model = model
+        self.blur = blur
         self.plans = plan_cameras(model, world, native)
+        self._flows: dict[str, MotionFlow] = {}
         self._renderers: dict[tuple[int, int], mujoco.Renderer] = {}
         for plan in self.plans:
             w, h = plan.render_size
@@ -201,10 +221,22 @@ class SceneRenderer:
         renderer.update_scene(data, camera=plan.cam_id)
         return renderer.render()
 
-    def _render_data(self, data: mujoco.MjData) -> dict[str, np.ndarray]:
+    def render_cameras(
+        self, data: mujoco.MjData, names: tuple[str, ...] | None = None
+    ) -> dict[str, np.ndarray]:
+        """RGB views {camera name: (H, W, 3) uint8} of ``data`` (kinematics computed, as
+        ``Physics.mjdata`` gives it) for the cameras ``names`` (default all), at the planned
+        sizes."""
+        return self._render_data(data, names)
+
+    def _render_data(
+        self, data: mujoco.MjData, names: tuple[str, ...] | None = None
+    ) -> dict[str, np.ndarray]:
         """RGB views {camera name: (H, W, 3) uint8} of ``data`` at the planned sizes."""
         out = {}
         for plan in self.plans:
+            if names is not None and plan.name not in names:
+                continue
             if plan.motion_blur_s > 0:
                 img = self._blurred(data, plan)
             else:
@@ -230,17 +262,37 @@ class SceneRenderer:
         # Mocap bodies (props the twin holds still) are where ``data`` has them.
         scratch.mocap_pos[:] = data.mocap_pos
         scratch.mocap_quat[:] = data.mocap_quat
+        if self.blur == "flow":
+            # One render now; the state at the shutter's start only moves the pixels.
+            self._integrate_back(data, scratch, plan.motion_blur_s)
+            flow = self._flow(plan)
+            return flow.blur(
+                self.render_raw(data, plan), flow.flow(data, scratch), MOTION_BLUR_SAMPLES
+            )
         for k in range(MOTION_BLUR_SAMPLES):
-            scratch.qpos[:] = data.qpos
-            back = -plan.motion_blur_s * k / (MOTION_BLUR_SAMPLES - 1)
-            mujoco.mj_integratePos(model, scratch.qpos, data.qvel, back)
-            mujoco.mj_kinematics(model, scratch)
-            mujoco.mj_comPos(model, scratch)
-            mujoco.mj_camlight(model, scratch)
+            back = plan.motion_blur_s * k / (MOTION_BLUR_SAMPLES - 1)
+            self._integrate_back(data, scratch, back)
             img = self.render_raw(scratch, plan).astype(np.float32)
             acc = img if acc is None else acc + img
         assert acc is not None
         return np.round(acc / MOTION_BLUR_SAMPLES).astype(np.uint8)
+
+    def _integrate_back(self, data: mujoco.MjData, scratch: mujoco.MjData, back_s: float) -> None:
+        """``scratch`` becomes ``data``'s state ``back_s`` seconds earlier (along the current
+        velocity), with its kinematics, cameras and lights computed."""
+        model = self.model
+        scratch.qpos[:] = data.qpos
+        mujoco.mj_integratePos(model, scratch.qpos, data.qvel, -back_s)
+        mujoco.mj_kinematics(model, scratch)
+        mujoco.mj_comPos(model, scratch)
+        mujoco.mj_camlight(model, scratch)
+
+    def _flow(self, plan: CameraPlan) -> MotionFlow:
+        flow = self._flows.get(plan.name)
+        if flow is None:
+            assert plan.pinhole is not None
+            flow = self._flows[plan.name] = MotionFlow(self.model, plan.cam_id, plan.pinhole)
+        return flow
 
     def _depth_data(self, data: mujoco.MjData) -> np.ndarray:
         """Head depth (H, W) float32 in metres along the optical axis of ``data``."""
@@ -256,6 +308,9 @@ class SceneRenderer:
     def close(self) -> None:
         for r in self._renderers.values():
             r.close()
+        for flow in self._flows.values():
+            flow.close()
+        self._flows.clear()
         if self._depth is not None:
             self._depth.close()
         self._renderers.clear()

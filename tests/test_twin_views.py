@@ -1,0 +1,229 @@
+"""The twin's fast camera path (``rig/views.py``, ``sim/blur.py``) against the reference one:
+the same look, one documented period of latency, each camera at its own frame rate, and a
+worker process that ends cleanly."""
+
+from __future__ import annotations
+
+import gc
+import time
+
+import numpy as np
+import pytest
+
+from r2s2r.rig.truth import CameraEffects
+from r2s2r.rig.twin import TwinRig
+from r2s2r.rig.views import TwinViewsCfg, shadow_map_for
+from r2s2r.sim.render import SceneRenderer
+from r2s2r.spec.worlds import load_world
+
+PERIOD = 0.02
+
+
+def _psnr(a: np.ndarray, b: np.ndarray) -> float:
+    mse = float(np.mean((a.astype(np.float64) - b) ** 2))
+    return 10.0 * np.log10(255.0**2 / max(mse, 1e-12))
+
+
+def _mad(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.mean(np.abs(a.astype(np.float64) - b)))
+
+
+def _drive(twin: TwinRig, periods: int) -> None:
+    """Both arms moving fast and the belt running: motion in every view."""
+    for side, offset in (("left", [0.05, 0.1, -0.1]), ("right", [0.0, -0.1, -0.1])):
+        arm = twin.arms[side]
+        target = arm.state().tcp_pose.copy()
+        target[:3] += offset
+        arm.send_tcp_target(target)
+    twin.conveyor.set_speed(0.2)
+    twin.step(periods)
+
+
+@pytest.fixture(scope="module")
+def moving() -> TwinRig:
+    twin = TwinRig(seed=0, views=TwinViewsCfg.reference())
+    _drive(twin, 8)
+    return twin
+
+
+@pytest.mark.parametrize("shutter_s", [None, 0.02])
+def test_one_render_blur_keeps_the_look(moving: TwinRig, shutter_s: float | None) -> None:
+    """The flow blur (one render, displaced along each pixel's motion) matches the reference
+    (renders at the shutter's start and end) at the twin's shutter times, and at a long
+    shutter it is much closer to the reference than the unblurred render is (a wrong motion,
+    or none, is not)."""
+    physics = moving._physics
+    world = moving.reveal_truth().world
+    ref = SceneRenderer(physics, world, blur="samples")
+    fast = SceneRenderer(physics, world, blur="flow")
+    try:
+        for plan in ref.plans + fast.plans:
+            assert plan.motion_blur_s > 0
+            if shutter_s is not None:
+                plan.motion_blur_s = shutter_s
+        data = physics.mjdata(0)
+        a, b = ref.render_cameras(data), fast.render_cameras(data)
+        for plan in ref.plans:
+            raw = ref.render_raw(data, plan)
+            sharp = plan.remap(raw) if plan.remap is not None else raw
+            name = plan.name
+            if shutter_s is None:
+                assert _psnr(a[name], b[name]) > 38.0, name
+                assert _mad(a[name], b[name]) < 0.6, name
+            else:
+                assert _mad(a[name], b[name]) < 0.9 * _mad(a[name], sharp), name
+                assert _psnr(a[name], b[name]) > 33.0, name
+    finally:
+        ref.close()
+        fast.close()
+
+
+def test_fast_twin_shows_what_the_reference_shows_one_period_later() -> None:
+    """The default twin (worker process, 30 frames/s, flow blur, matched shadow map) and the
+    reference twin, driven alike: a frame read after step k is of the state after step k - 1
+    (its stamp says so) and looks like the reference's frame of that state (they differ by
+    the camera noise, drawn independently)."""
+    fast = TwinRig(seed=2)
+    ref = TwinRig(seed=2, views=TwinViewsCfg.reference())
+    try:
+        assert fast.views_cfg == TwinViewsCfg() and fast.views_cfg.worker
+        first = {n: c.read() for n, c in fast.cameras.items()}
+        assert all(f.stamp == 0.0 for f in first.values())
+        reference = {}
+        compared = 0
+        for k in range(1, 16):
+            for twin in (fast, ref):
+                _drive(twin, 1)
+            reference[k] = {n: c.read() for n, c in ref.cameras.items()}
+            for name, cam in fast.cameras.items():
+                frame = cam.read()
+                assert frame.stamp <= fast.now() - PERIOD + 1e-9
+                shown = round(frame.stamp / PERIOD)
+                if shown == k - 1 and shown in reference:
+                    expect = reference[shown][name].image
+                    assert _psnr(frame.image, expect) > 30.0, (k, name)
+                    assert _mad(frame.image, expect) < 5.0, (k, name)
+                    compared += 1
+        assert compared >= 15
+    finally:
+        fast.close()
+        ref.close()
+
+
+def test_cameras_take_frames_at_their_own_rate() -> None:
+    """At 30 frames/s against the 50 Hz control period a camera takes a new frame in 3 of
+    every 5 periods and holds its last one between them; the reference takes one every
+    period; a presented object or a moved board is never shown stale."""
+    twin = TwinRig(seed=4)
+    try:
+        head = twin.cameras["head"]
+        head.read()
+        stamps = []
+        for _ in range(50):
+            twin.step()
+            stamps.append(head.read().stamp)
+        taken = sorted(set(stamps))
+        assert 28 <= len(taken) <= 31
+        gaps = np.diff(taken)
+        assert gaps.min() >= PERIOD - 1e-9 and gaps.max() <= 2 * PERIOD + 1e-9
+        assert np.all(np.diff(stamps) >= 0)
+        before = head.read().image
+        twin.presenter.place_board(0)
+        shown = head.read()
+        assert shown.stamp == twin.now() and _mad(shown.image, before) > 1.0
+        twin.presenter.present()
+        assert twin.now() == 0.0 and head.read().stamp == 0.0
+    finally:
+        twin.close()
+    every = TwinRig(seed=4, views=TwinViewsCfg(fps=None, worker=False))
+    every.cameras["head"].read()
+    seen = set()
+    for _ in range(10):
+        every.step()
+        seen.add(every.cameras["head"].read().stamp)
+    assert len(seen) == 10
+    every.close()
+
+
+def test_a_dropped_twin_stops_its_worker() -> None:
+    """A twin that is never closed does not leave its worker behind once it is collected."""
+    twin = TwinRig(seed=1)
+    twin.cameras["left_wrist"].read()
+    worker = twin._views.worker
+    assert worker is not None
+    process = worker.process
+    assert process.is_alive()
+    del twin, worker
+    gc.collect()
+    process.join(10.0)
+    assert not process.is_alive()
+
+
+def test_shadow_map_follows_the_delivered_size() -> None:
+    assert shadow_map_for((256, 256), 512) == 512
+    assert shadow_map_for((64, 64), 512) == 128
+    assert shadow_map_for((128, 96), 512) == 256
+    assert shadow_map_for((1280, 720), 1024) == 1024
+    world = load_world("nominal")
+    small = world.replace(render=world.render.model_copy(update={"obs_size": (64, 64)}))
+    twin = TwinRig(seed=0, world=small)
+    assert twin._physics.model.vis.quality.shadowsize == 128
+    assert twin.cameras["head"].read().image.shape == (64, 64, 3)
+    twin.close()
+    native = TwinRig(seed=0, world=small, native_cameras=True)
+    assert native.views_cfg == TwinViewsCfg.reference()
+    truth = native.reveal_truth().world.render
+    assert native._physics.model.vis.quality.shadowsize == truth.shadow_map == 512
+
+
+def test_views_config_is_checked() -> None:
+    with pytest.raises(ValueError, match="fps"):
+        TwinViewsCfg(fps=0.0)
+    with pytest.raises(ValueError, match="blur"):
+        TwinViewsCfg(blur="smear")
+
+
+def test_camera_noise_is_gaussian_of_its_std_and_reproducible() -> None:
+    """The effects' sensor noise (drawn by OpenCV's generator, seeded from the twin's): about
+    its standard deviation around the noise-free image, the same for the same generator, new
+    in every frame."""
+    effects = CameraEffects(1.0, (1.0, 1.0, 1.0), 0.0, 3.0, 1.0)
+    quiet = CameraEffects(1.0, (1.0, 1.0, 1.0), 0.0, 0.0, 1.0)
+    image = np.full((64, 64, 3), 128, np.uint8)
+    clean = quiet.apply(image, np.random.default_rng(0)).astype(np.float64)
+    a = effects.apply(image, np.random.default_rng(5))
+    b = effects.apply(image, np.random.default_rng(5))
+    rng = np.random.default_rng(5)
+    first, second = effects.apply(image, rng), effects.apply(image, rng)
+    np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(a, first)
+    assert not np.array_equal(first, second)
+    residual = a - clean
+    assert abs(residual.mean()) < 0.15 and 2.8 < residual.std() < 3.2
+
+
+def test_a_paced_twin_never_waits_for_its_views(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Paced to the wall clock, a period whose views are not ready goes on without them: the
+    physics advances, the cameras hold their frames; once the worker is done the next period
+    takes its views."""
+    twin = TwinRig(seed=6, realtime=True)
+    try:
+        head = twin.cameras["head"]
+        head.read()
+        worker = twin._views.worker
+        assert worker is not None
+        while worker.in_flight is None:
+            twin.step()
+        held = head.read()
+        monkeypatch.setattr(worker, "ready", lambda: False)
+        t0 = twin.now()
+        twin.step(5)
+        assert twin.now() == pytest.approx(t0 + 5 * PERIOD)
+        assert head.read() is held and worker.in_flight is not None
+        monkeypatch.undo()
+        while not worker.ready():  # The render itself takes what the machine gives it.
+            time.sleep(0.01)
+        twin.step()
+        assert head.read().stamp > held.stamp
+    finally:
+        twin.close()
