@@ -67,7 +67,7 @@ def test_hand_backlash_lags_the_reading_on_each_reversal() -> None:
     assert up[-1] == pytest.approx(0.095) and down[1] == pytest.approx(0.095)
     assert down[-1] == pytest.approx(0.055)
     # On the twin: the reading trails the joint by half the play in the way it moved.
-    flaws = Imperfections(ReadingNoise(hand_rad=1e-9, hand_backlash_rad=0.02), Unmodelled())
+    flaws = Imperfections(ReadingNoise(hand_backlash_rad=0.02), Unmodelled())
     twin = TwinRig(seed=1, imperfections=flaws)
     hand = twin.hands["left"]
     target = np.zeros(20)

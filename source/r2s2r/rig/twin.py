@@ -302,7 +302,7 @@ class TwinRig:
             qpos, _ = self._physics.state()
             for arm, a in enumerate(self._action):
                 a[:3], a[3:7], a[7:] = pos[0, arm], quat[arm], 0.0
-                if offsets and not self.ideal:
+                if offsets:
                     # Hold where the arm's own encoders say it is.
                     a[:7] = self._offset_kinematics(arm, qpos[0], np.asarray(offsets[arm]))[1]
             self._views.restart()
@@ -346,40 +346,43 @@ class TwinRig:
             q = qpos[0, idx.arm_qadr[arm]].copy()
             dq = qvel[0, self._arm_dofs[arm]].copy()
             tcp = np.concatenate([pos[0, 0], mat_to_quat(mat[0, 0])])
-            r = self._flaws.readings
-            if self.ideal or not r.joint_rad:
-                return ArmState(self.now(), q, dq, tcp)
+            r = self._flaws.readings  # All zero on the ideal twin: each term is optional.
+            stamp = self.now()
             if r.joint_offset_rad:
                 q, tcp = self._offset_kinematics(arm, qpos[0], np.asarray(r.joint_offset_rad[arm]))
-            n = len(q)
-            z = self._draw(f"arm{arm}", 2 * n + 7)
-            q = quantize(q + r.joint_rad * z[:n], r.joint_lsb_rad)
-            dq = dq + r.joint_vel * z[n : 2 * n]
-            turn = Rotation.from_rotvec(r.tcp_rad * z[2 * n + 3 : 2 * n + 6])
-            quat = (turn * Rotation.from_quat(tcp[3:], scalar_first=True)).as_quat(
-                scalar_first=True
-            )
-            tcp = np.concatenate([tcp[:3] + r.tcp_m * z[2 * n : 2 * n + 3], quat])
-            return ArmState(self.now() + r.stamp_s * z[-1], q, dq, tcp)
+            if r.joint_rad or r.joint_vel or r.tcp_m or r.tcp_rad or r.stamp_s:
+                n = len(q)
+                z = self._draw(f"arm{arm}", 2 * n + 7)
+                q = q + r.joint_rad * z[:n]
+                dq = dq + r.joint_vel * z[n : 2 * n]
+                turn = Rotation.from_rotvec(r.tcp_rad * z[2 * n + 3 : 2 * n + 6])
+                rot = turn * Rotation.from_quat(tcp[3:], scalar_first=True)
+                tcp = np.concatenate(
+                    [tcp[:3] + r.tcp_m * z[2 * n : 2 * n + 3], rot.as_quat(scalar_first=True)]
+                )
+                stamp += r.stamp_s * z[-1]
+            return ArmState(stamp, quantize(q, r.joint_lsb_rad), dq, tcp)
 
     def _hand_state(self, hand: int) -> HandState:
         with self._lock:
             qpos, _ = self._physics.state()
             q = qpos[0, self._cell.idx.hand_qadr[hand]].copy()
-            r = self._flaws.readings
-            if self.ideal or not r.hand_rad:
-                return HandState(self.now(), q)
-            z = self._draw(f"hand{hand}", len(q) + 1)
-            seen = self._backlash[hand].reading if self._backlash else q
-            q = quantize(seen + r.hand_rad * z[:-1], r.hand_lsb_rad)
-            return HandState(self.now() + r.stamp_s * z[-1], q)
+            r = self._flaws.readings  # All zero on the ideal twin: each term is optional.
+            stamp = self.now()
+            if r.hand_backlash_rad:
+                q = self._backlash[hand].reading.copy()
+            if r.hand_rad or r.stamp_s:
+                z = self._draw(f"hand{hand}", len(q) + 1)
+                q = q + r.hand_rad * z[:-1]
+                stamp += r.stamp_s * z[-1]
+            return HandState(stamp, quantize(q, r.hand_lsb_rad))
 
     def _commanded(self) -> np.ndarray:
         """The latest commands as the cell's controller executes them. With encoder offsets
         the arm servos its TCP as its own encoders see it, as a real controller does: a
         target is reached where the reported TCP (not the true one) meets it."""
         offsets = self._flaws.readings.joint_offset_rad
-        if self.ideal or not offsets:
+        if not offsets:
             return self._action
         action = self._action.copy()
         qpos, _ = self._physics.state()
@@ -426,7 +429,7 @@ class TwinRig:
         return np.random.default_rng([self._seed, 9, self._episode, period, code])
 
     def _update_backlash(self) -> None:
-        if self._backlash:
+        if self._flaws.readings.hand_backlash_rad:
             qpos, _ = self._physics.state()
             for b, adr in zip(self._backlash, self._cell.idx.hand_qadr, strict=True):
                 b.update(qpos[0, adr])
