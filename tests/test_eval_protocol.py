@@ -93,3 +93,18 @@ def test_bad_protocols_and_seeds_are_refused_with_the_reason(tmp_path: Path) -> 
     path.write_text("name: quick\ntrials: {nominal: 2, fast_belt: 1}\n")
     quick = load_protocol(str(path))
     assert condition_counts(trial_list(quick, 0)) == {"nominal": 2, "fast_belt": 1}
+
+
+def test_a_protocol_may_list_its_trial_seeds(tmp_path: Path) -> None:
+    # E.g. the seeds a policy's demonstrations were recorded at: trial k runs at seeds[k],
+    # and the conditions keep the order drawn for the protocol without them.
+    path = tmp_path / "demos.yaml"
+    path.write_text("name: quick\ntrials: {nominal: 2, fast_belt: 1}\nseeds: [7, 3, 7]\n")
+    given = trial_list(load_protocol(path), 5)
+    drawn = trial_list(ProtocolSpec(name="quick", trials={"nominal": 2, "fast_belt": 1}), 5)
+    assert [t.seed for t in given] == [7, 3, 7]
+    assert [t.condition for t in given] == [t.condition for t in drawn]
+    with pytest.raises(SpecError, match="seeds: 2 given for 3 trials"):
+        ProtocolSpec.from_dict({"name": "x", "trials": {"nominal": 3}, "seeds": [1, 2]})
+    with pytest.raises(SpecError, match="seeds"):
+        ProtocolSpec.from_dict({"name": "x", "trials": {"nominal": 1}, "seeds": [-1]})

@@ -117,6 +117,23 @@ def test_trainable_count_is_lora_plus_policy(model: FlowMatchingPolicy) -> None:
     assert counts["trainable"] == sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
+def test_a_backbone_trained_whole_has_no_adapters_and_every_weight_learns() -> None:
+    cfg = CFG.model_copy(update={"backbone": CFG.backbone.model_copy(update={"finetune": "full"})})
+    torch.manual_seed(0)
+    whole = build_model(cfg)
+    assert not [n for n, m in whole.named_modules() if hasattr(m, "lora_A")]
+    counts = whole.parameter_counts()
+    assert counts["backbone_lora"] == 0
+    assert counts["trainable"] == counts["backbone"] + counts["policy"]
+    loss, _ = whole.loss(make_batch(cfg), torch.Generator().manual_seed(0))
+    loss.backward()
+    vit = dict(whole.image.vit.named_parameters())
+    # The patch embedding and the first block learn too (LoRA leaves both frozen).
+    for name in ("patch_embed.proj.weight", "blocks.0.attn.qkv.weight"):
+        assert vit[name].requires_grad and vit[name].grad.abs().sum() > 0, name
+    assert all(p.grad is None for p in whole.task.text.parameters())
+
+
 def test_loss_is_reproducible_for_a_generator(model: FlowMatchingPolicy) -> None:
     batch = make_batch(CFG)
     with torch.no_grad():

@@ -6,7 +6,8 @@ A protocol (``ProtocolSpec``) names its trials per condition (``r2s2r.spec.condi
 8 red light, 8 fast belt, 9 novel objects, 1 with all shifts) and ``smoke`` (one trial of each
 condition, for quick checks). ``trial_list(protocol, seed)`` is the list: trial ``k`` has its
 index, its twin seed (the twin draws its hidden cell, the object and the belt speed from it)
-and its condition.
+and its condition. Trial seeds are drawn from the protocol seed, unless the protocol lists
+them (``seeds``: e.g. the seeds a policy's demonstrations were recorded at).
 
 The order of the list is the order trials run in, and it is what ``--trials N`` cuts: the
 conditions are interleaved so that every prefix of the list holds them in the protocol's
@@ -28,10 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from r2s2r.spec import Spec
-from r2s2r.spec.base import PosInt
+from r2s2r.spec.base import NonNegInt, PosInt
 from r2s2r.spec.conditions import CONDITIONS
 from r2s2r.spec.registry import Registry
 
@@ -51,6 +52,9 @@ class ProtocolSpec(Spec):
     # ``r2s2r.spec.conditions``).
     trials: dict[str, PosInt] = Field(min_length=1)
     description: str = ""
+    # The twin seeds of the trials, in running order, where they are given rather than drawn
+    # (e.g. the seeds of the demonstrations a policy was trained on); one per trial.
+    seeds: tuple[NonNegInt, ...] = ()
 
     @field_validator("trials")
     @classmethod
@@ -59,6 +63,15 @@ class ProtocolSpec(Spec):
             if name not in CONDITIONS:
                 raise ValueError(CONDITIONS.unknown(name))
         return trials
+
+    @model_validator(mode="after")
+    def _one_seed_per_trial(self) -> ProtocolSpec:
+        if self.seeds and len(self.seeds) != self.total:
+            raise ValueError(
+                f"seeds: {len(self.seeds)} given for {self.total} trials; give one per trial "
+                "or none (drawn from the protocol seed)"
+            )
+        return self
 
     @property
     def total(self) -> int:
@@ -120,6 +133,9 @@ def trial_list(protocol: ProtocolSpec, seed: int = 0) -> tuple[Trial, ...]:
     counts = np.array([protocol.trials[n] for n in names], dtype=float)
     taken = np.zeros(len(names), dtype=int)
     seeds = rng.choice(SEED_SPACE, size=protocol.total, replace=False)
+    if protocol.seeds:
+        # Given seeds replace the drawn ones; the conditions' order is drawn as without them.
+        seeds = np.array(protocol.seeds)
     trials = []
     for k in range(protocol.total):
         priority = np.where(taken < counts, counts / (2 * taken + 1), -1.0)

@@ -25,7 +25,8 @@ ActionRepr = Literal["absolute", "relative"]
 
 
 class BackboneCfg(Spec):
-    """The image backbone: a timm DINOv3 ViT, frozen, with LoRA adapters in its last blocks."""
+    """The image backbone: a timm DINOv3 ViT, frozen, with LoRA adapters in its last blocks
+    (``finetune: lora``), or trained whole (``finetune: full``)."""
 
     # timm model name (``vit_base_patch16_dinov3``, ...).
     name: str = "vit_base_patch16_dinov3"
@@ -38,6 +39,11 @@ class BackboneCfg(Spec):
     lora_alpha: float = 16.0
     # LoRA goes into this many blocks, counted from the last.
     lora_blocks: PosInt = 4
+    # "lora": the backbone stays frozen and only the adapters learn (the published recipe,
+    # for pretrained weights); "full": every backbone weight learns and no adapters are added
+    # (for a small backbone trained from its random initialization, where frozen random
+    # features would be all the policy ever sees).
+    finetune: Literal["lora", "full"] = "lora"
 
 
 class TextCfg(Spec):

@@ -75,8 +75,9 @@ def lora_pattern(depth: int, blocks: int) -> str:
 
 class ImageEncoder(nn.Module):
     """Views (B, V, 3, s, s) uint8 -> tokens (B, V * (1 + N), width): the CLS and N patch
-    tokens of each view from the frozen backbone (LoRA trainable), projected, plus a learned
-    view embedding and a learned token-position embedding."""
+    tokens of each view from the backbone (frozen with LoRA trainable, or trained whole:
+    ``BackboneCfg.finetune``), projected, plus a learned view embedding and a learned
+    token-position embedding."""
 
     mean: Tensor
     scale: Tensor
@@ -103,17 +104,23 @@ class ImageEncoder(nn.Module):
                 f"backbone.lora_blocks: {cfg.lora_blocks} is more than the {depth} blocks of "
                 f"{cfg.name!r}"
             )
-        for p in vit.parameters():
-            p.requires_grad_(False)
-        self.lora_pattern = lora_pattern(depth, cfg.lora_blocks)
-        lora = peft.LoraConfig(
-            r=cfg.lora_rank,
-            lora_alpha=cfg.lora_alpha,  # type: ignore[arg-type]  # peft takes any number.
-            lora_dropout=0.0,
-            target_modules=self.lora_pattern,
-        )
-        # The timm ViT (its attributes are untyped in timm), with the adapters injected.
-        self.vit: Any = peft.inject_adapter_in_model(lora, vit)
+        # The timm ViT (its attributes are untyped in timm), with the adapters injected
+        # unless it is trained whole.
+        self.vit: Any
+        if cfg.finetune == "full":
+            self.lora_pattern = ""
+            self.vit = vit
+        else:
+            for p in vit.parameters():
+                p.requires_grad_(False)
+            self.lora_pattern = lora_pattern(depth, cfg.lora_blocks)
+            lora = peft.LoraConfig(
+                r=cfg.lora_rank,
+                lora_alpha=cfg.lora_alpha,  # type: ignore[arg-type]  # peft takes any number.
+                lora_dropout=0.0,
+                target_modules=self.lora_pattern,
+            )
+            self.vit = peft.inject_adapter_in_model(lora, vit)
         self.prefix = int(vit.num_prefix_tokens)
         self.patches = (image_size // 16) ** 2
         mean = torch.tensor(vit.pretrained_cfg["mean"], dtype=torch.float32)
@@ -127,7 +134,7 @@ class ImageEncoder(nn.Module):
         init_linear(self.proj)
 
     def lora_parameters(self) -> list[nn.Parameter]:
-        """The LoRA adapter weights."""
+        """The LoRA adapter weights (none when the backbone is trained whole)."""
         return [p for n, p in self.vit.named_parameters() if "lora_" in n]
 
     def forward(self, images: Tensor) -> Tensor:

@@ -321,9 +321,9 @@ class FlowMatchingPolicy(nn.Module):
         self.image.vit.set_grad_checkpointing(enabled)
 
     def parameter_counts(self) -> dict[str, int]:
-        """Parameters by part: ``backbone`` (frozen ViT weights), ``backbone_lora``, ``text``
-        (frozen text tower), ``policy`` (everything trained from scratch), and the
-        ``total`` and ``trainable`` sums."""
+        """Parameters by part: ``backbone`` (the ViT's weights, frozen unless trained whole),
+        ``backbone_lora``, ``text`` (frozen text tower), ``policy`` (everything trained from
+        scratch), and the ``total`` and ``trainable`` sums."""
         lora = {id(p) for p in self.image.lora_parameters()}
         text = {id(p) for p in self.task.text.parameters()}
         vit = {id(p) for p in self.image.vit.parameters()}
