@@ -4,6 +4,7 @@ writer."""
 from __future__ import annotations
 
 import json
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -12,6 +13,13 @@ import typer
 app = typer.Typer(no_args_is_help=True, help="Recorded datasets (LeRobot v3 layout).")
 
 DirArg = Annotated[Path, typer.Argument(help="dataset folder")]
+
+
+class NextObsKind(StrEnum):
+    """How the robomimic export stores ``next_obs`` (``r2s2r.data.robomimic``)."""
+
+    copy = "copy"
+    link = "link"
 
 
 @app.command()
@@ -101,12 +109,22 @@ def export(
     root: DirArg,
     out: Annotated[Path, typer.Option(help="robomimic HDF5 file to write")],
     valid_every: Annotated[int, typer.Option(help="every n-th demo goes to mask/valid")] = 10,
+    next_obs: Annotated[
+        NextObsKind,
+        typer.Option(
+            help="next_obs as plain copies (copy) or as HDF5 virtual datasets over obs (link: "
+            "images stored once; demo groups copied into another file under new names lose it)"
+        ),
+    ] = NextObsKind.copy,
 ) -> None:
-    """Export to robomimic HDF5 (for robomimic, MimicGen and Isaac Lab Mimic)."""
+    """Export to robomimic HDF5 (for robomimic, MimicGen and Isaac Lab Mimic), with the
+    next_obs that robomimic's SequenceDataset reads by default."""
     from r2s2r.data import Dataset, export_robomimic
+    from r2s2r.data.robomimic import NextObs
 
     with Dataset(root) as ds:
-        path = export_robomimic(ds, out, valid_every=valid_every)
+        mode: NextObs = "link" if next_obs is NextObsKind.link else "copy"
+        path = export_robomimic(ds, out, valid_every=valid_every, next_obs=mode)
     typer.echo(f"wrote {path}")
 
 
