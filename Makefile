@@ -50,14 +50,14 @@ bench: $(STAMP)
 	$(BIN)/r2s2r sim bench
 
 lint: $(STAMP)
-	$(BIN)/ruff check source tests tasks
-	$(BIN)/ruff format --check source tests tasks
+	$(BIN)/ruff check source tests tasks exts
+	$(BIN)/ruff format --check source tests tasks exts
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
 format: $(STAMP)
-	$(BIN)/ruff format source tests
-	$(BIN)/ruff check --fix source tests
+	$(BIN)/ruff format source tests tasks exts
+	$(BIN)/ruff check --fix source tests tasks exts
 
 # LeRobot's own dataset loader in its own venv, for `r2s2r train bench` to compare against:
 # lerobot 0.6.1 needs Python 3.12 (from PATH if it runs there, else pyenv's 3.12.1) and

@@ -274,3 +274,25 @@ def test_usd_poser_puts_every_body_and_camera_at_its_frame_pose(
         )
     with pytest.raises(ValueError, match=r"no transformable prim for the MuJoCo bodies \['belt'\]"):
         UsdPoser(build(skip="belt"), replay)
+
+
+def test_dataset_render_command_reports_its_throughput(
+    recorded_demos: Path, tmp_path: Path
+) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from r2s2r.cli import app
+
+    out = tmp_path / "cli"
+    args = ["dataset", "render", str(recorded_demos), "--out", str(out), "--episodes", "0"]
+    result = CliRunner().invoke(app, [*args, "--image-size", "32", "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output)
+    length = Dataset(recorded_demos).episode(0)["length"]
+    assert summary["frames"] == summary["rendered_frames"] == length
+    assert summary["episodes"] == 1 and summary["frames_per_s"] > 0
+    assert Dataset(out).num_episodes == 1
+    bad = CliRunner().invoke(app, [*args[:-1], "0,x"])
+    assert bad.exit_code != 0 and "episode indices" in bad.output
