@@ -296,3 +296,41 @@ def test_dataset_render_command_reports_its_throughput(
     assert Dataset(out).num_episodes == 1
     bad = CliRunner().invoke(app, [*args[:-1], "0,x"])
     assert bad.exit_code != 0 and "episode indices" in bad.output
+
+
+def test_a_generated_episode_renders_at_its_instance_scale(tmp_path: Path) -> None:
+    """A generated dataset's attempt log gives each kept episode's object scale: the replay
+    draws the object at it (MuJoCo's geometry, ``SceneFrame.body_scale``, the USD prim)."""
+    from r2s2r.app.generate import generate
+    from r2s2r.app.render import generation_scales
+    from r2s2r.behavior.generate import GenerateCfg
+
+    src = tmp_path / "gen"
+    cfg = GenerateCfg(
+        source=None, out=src, episodes=1, behavior="planned", image_size=0, max_attempts=2
+    )
+    assert generate(cfg).kept == 1
+    scales = generation_scales(src)
+    (seed,) = scales
+    scale = scales[seed]
+    assert scale != 1.0  # The task draws object sizes.
+    out = tmp_path / "views"
+    seen: list[float] = []
+
+    class Watch(MujocoFrameRenderer):
+        def render(self, frame):  # type: ignore[no-untyped-def]
+            body = self.model.body(f"obj:{obj}").id
+            seen.append(float(frame.body_scale[body]))
+            geom = self.model.geom(f"obj:{obj}").id
+            spec = replay_spec_size[geom]
+            np.testing.assert_allclose(self.model.geom_size[geom], spec * scale)
+            return super().render(frame)
+
+    ds = Dataset(src)
+    obj = ds.episode(0)["object_ids"][0]
+    probe = StateReplay("nominal", size=32)
+    replay_spec_size = probe.model.geom_size.copy()
+    probe.close()
+    render_dataset(RenderRequest(source=src, out=out, image_size=32), Watch)
+    assert seen and set(seen) == {scale}
+    assert Dataset(out).num_episodes == 1

@@ -14,9 +14,12 @@ Two renderers sit behind the seam: ``MujocoFrameRenderer`` (MuJoCo's rasterizer,
 module) and the Isaac Sim one in ``tasks/render_isaac.py``, which writes the body and camera
 poses into the cell's USD stage and reads RTX frames. Nothing here imports Kit.
 
-What the dataset does not record is not reproduced: the belt's position is its speed times
-the time, wrapped by a texture period as the cell does (the phase of its texture differs), and
-objects are drawn at their spec size (a scaled instance is not recorded per episode).
+An instance's object size is not in the dataset's frames: a generated dataset's attempt log
+(``DIR/generation/attempts.jsonl``, the episode's ``seed`` is its attempt) gives each kept
+episode's scale; other datasets' objects are drawn at their spec size (the twin presents them
+so). What the dataset does not record is not reproduced: the belt's position is its speed
+times the time, wrapped by a texture period as the cell does (the phase of its texture
+differs), and the appearance is the model's own (not the randomized one generation drew).
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
+
+import json
 
 import cv2
 import mujoco
@@ -84,6 +89,8 @@ class SceneFrame:
     body_quat: np.ndarray
     camera_pos: dict[str, np.ndarray]
     camera_rot: dict[str, np.ndarray]
+    # Every body's size factor (nbody,): 1 but for a scaled object.
+    body_scale: np.ndarray
 
 
 class FrameRenderer(Protocol):
@@ -124,6 +131,17 @@ class StateReplay:
         self._cam_ids = {v.name: self.model.camera(v.name).id for v in self.views}
         self._object_names = [o.name for o in self.cell.objects]
         self._data = mujoco.MjData(self.model)
+        self._scale = np.ones(self.model.nbody)
+
+    def start_episode(self, obj: str, scale: float = 1.0) -> None:
+        """Present ``obj`` at ``scale`` times its spec size (the model's geometry changes, so
+        MuJoCo renders it so too; ``SceneFrame.body_scale`` carries it to other renderers)."""
+        if obj not in self._object_names:
+            raise RequestError(f"object {obj!r} is not in the task (it has {self._object_names})")
+        slots = len(self.cell.spawn_time)
+        self._env.reset(seed=0, options={"objects": [obj] * slots, "scales": np.full(slots, scale)})
+        self._scale = np.ones(self.model.nbody)
+        self._scale[self.model.body(f"obj:{obj}").id] = scale
 
     def qpos(
         self, state: np.ndarray, env_state: np.ndarray, obj: str, t: float, belt_speed: float
@@ -157,6 +175,7 @@ class StateReplay:
             body_quat=data.xquat.copy(),
             camera_pos={n: data.cam_xpos[i].copy() for n, i in self._cam_ids.items()},
             camera_rot={n: data.cam_xmat[i].reshape(3, 3).copy() for n, i in self._cam_ids.items()},
+            body_scale=self._scale.copy(),
         )
 
     def finish(self, raw: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -261,6 +280,7 @@ def render_dataset(
             env_state=True,
         )
         total = sum(int(source.episode(e)["length"]) for e in episodes)
+        scales = generation_scales(request.source)
         frames = 0
         with DatasetWriter(request.out, cfg) as writer:
             resumed = writer.num_episodes
@@ -274,8 +294,19 @@ def render_dataset(
             backend = renderer(replay)
             try:
                 for e in episodes[resumed:]:
+                    row = source.episode(e)
+                    scale = scales.get(int(row["seed"])) if row.get("seed") is not None else None
                     frames = _render_episode(
-                        source, e, replay, backend, writer, frames, total, progress, cancel
+                        source,
+                        e,
+                        replay,
+                        backend,
+                        writer,
+                        frames,
+                        total,
+                        progress,
+                        cancel,
+                        scale or 1.0,
                     )
             finally:
                 backend.close()
@@ -304,12 +335,14 @@ def _render_episode(
     total: int,
     progress: ProgressFn | None,
     cancel: Cancel | None,
+    scale: float,
 ) -> int:
     row = source.episode(e)
     arrays = source.episode_arrays(e)
     objects = row.get("object_ids") or []
     if not objects:
         raise RequestError(f"{source.root}: episode {e} names no object (object_ids)")
+    replay.start_episode(objects[0], scale)
     speed = float(row.get("belt_speed") or 0.0)
     try:
         for k, t in enumerate(arrays["timestamp"]):
@@ -334,6 +367,24 @@ def _render_episode(
     meta: dict[str, Any] = {k: row[k] for k in EPISODE_META_FIELDS if row.get(k) is not None}
     writer.save_episode(row["tasks"][0], bool(row["success"]), meta)
     return frames
+
+
+def generation_scales(root: Path) -> dict[int, float]:
+    """{attempt: object scale} of the kept attempts in a generated dataset's attempt log
+    (empty for a dataset without one)."""
+    log = Path(root) / "generation" / "attempts.jsonl"
+    if not log.is_file():
+        return {}
+    out = {}
+    for line in log.read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # A line cut short by a crash.
+        scale = (record.get("instance") or {}).get("scale")
+        if record.get("kept") and scale is not None:
+            out[int(record["attempt"])] = float(scale)
+    return out
 
 
 def usd_camera(view: CameraView, meters_per_unit: float = 1.0) -> dict[str, float]:

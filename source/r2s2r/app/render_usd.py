@@ -89,7 +89,8 @@ class UsdPoser:
         """Every body prim and camera at its pose in ``frame``."""
         gf = self._gf
         for i, xf, op in self._bodies:
-            rot = quat_to_mat(frame.body_quat[i])
+            # A scaled object's prim scales with it (its geometry lies below it).
+            rot = quat_to_mat(frame.body_quat[i]) * frame.body_scale[i]
             world = gf.Matrix4d(usd_matrix(frame.body_pos[i], rot, self.mpu).tolist())
             parent = xf.ComputeParentToWorldTransform(self._time)
             op.Set(world * parent.GetInverse())
