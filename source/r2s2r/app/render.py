@@ -24,12 +24,11 @@ differs), and the appearance is the model's own (not the randomized one generati
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
-
-import json
 
 import cv2
 import mujoco
