@@ -54,8 +54,9 @@ class IsaacFrameRenderer:
         self._products: dict[str, tuple[Any, Any]] = {}
         for view in replay.views:
             path = self.poser.cameras[view.name].GetPath().pathString
-            product = rep.create.render_product(path, view.size)
-            rgb = rep.AnnotatorRegistry.get_annotator("rgb")
+            product = rep.create.render_product(path, resolution=view.size)
+            # One annotator per render product (an annotator reads its first product only).
+            rgb = rep.AnnotatorRegistry.get_annotator("rgb", device="cpu")
             rgb.attach([product])
             self._products[view.name] = (product, rgb)
 
@@ -73,7 +74,7 @@ class IsaacFrameRenderer:
 
     def close(self) -> None:
         for product, rgb in self._products.values():
-            rgb.detach([product])
+            rgb.detach([product.path])
             product.destroy()
         self._products.clear()
 
