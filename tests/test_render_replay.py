@@ -168,6 +168,8 @@ def test_render_dataset_writes_verified_views_cancels_and_resumes(
     assert (result.episodes, result.resumed, result.frames) == (2, 1, total)
     assert reports[0].done == source.episode(2)["length"] and reports[-1].done == total
     assert verify(out, decode=True).ok
+    with pytest.raises(RequestError, match=r"other arguments \(episodes: \[2, 0\] -> \[0\]\)"):
+        render_dataset(request.replace(episodes=(0,)), MujocoFrameRenderer)
     ds = Dataset(out)
     assert [c.name for c in ds.cameras] == ["head", "left_wrist", "right_wrist"]
     for new, old in ((0, 2), (1, 0)):

@@ -44,6 +44,9 @@ from r2s2r.spec import Spec
 from r2s2r.spec.base import PosInt
 from r2s2r.spec.worlds import load_task, load_world
 
+# The job's arguments, kept beside the dataset so that a rerun continues the same job.
+JOB_FILE = "render/job.json"
+
 
 class RenderRequest(Spec):
     """Which dataset to re-render, in which world's cameras, into which folder."""
@@ -282,6 +285,7 @@ def render_dataset(
         scales = generation_scales(request.source)
         frames = 0
         with DatasetWriter(request.out, cfg) as writer:
+            _check_job(request, episodes)
             resumed = writer.num_episodes
             if resumed > len(episodes):
                 raise RequestError(
@@ -313,6 +317,31 @@ def render_dataset(
     finally:
         replay.close()
         source.close()
+
+
+def _check_job(request: RenderRequest, episodes: list[int]) -> None:
+    """Refuse to continue a render job in ``out`` that was started with other arguments
+    (its saved episodes would not be the ones asked for); record a new job's."""
+    job = {
+        "source": str(Path(request.source).resolve()),
+        "world": str(request.world),
+        "task": str(request.task),
+        "image_size": request.image_size,
+        "episodes": episodes,
+    }
+    path = Path(request.out) / JOB_FILE
+    if path.is_file():
+        before = json.loads(path.read_text())
+        changed = sorted(k for k in job if before.get(k) != job[k])
+        if changed:
+            detail = ", ".join(f"{k}: {before.get(k)!r} -> {job[k]!r}" for k in changed)
+            raise RequestError(
+                f"{request.out} holds a render job started with other arguments ({detail}); "
+                "continue it with the same ones or choose another --out"
+            )
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(job, indent=2) + "\n")
 
 
 def _check_source(source: Dataset, replay: StateReplay, path: Path) -> None:
