@@ -66,6 +66,7 @@ def test_sequence_dataset_at_its_defaults_reads_obs_next_obs_and_actions(
         n, success = len(actions), bool(ds.episode(e)["success"])
         for t in (0, n // 2, n - 1):
             item = sd[start + t]
+            assert "goal_obs" not in item  # Goal-free (goal_mode=None).
             np.testing.assert_array_equal(item["actions"][0], actions[t])
             assert item["dones"][0] == float(t == n - 1)
             assert item["rewards"][0] == float(t == n - 1 and success)
