@@ -13,7 +13,10 @@ setup: $(STAMP)
 # Re-runs only when the project's dependency list changes. openpi's robot-side client, which
 # the policy server's tests drive, goes in without its pins: it pins numpy < 2, which the
 # rest of the stack outgrew, and its websocket client needs only packages already installed
-# (msgpack, websockets).
+# (msgpack, websockets). robomimic 0.3, whose own loader the robomimic export's tests run, also
+# goes in without its requirements: they add tensorboard and egl_probe (built from source with
+# CMake), which its dataset and training code never import; what they do import is in the dev
+# extra.
 $(STAMP): pyproject.toml
 	@bash scripts/ensure_debian_libs.sh "headless rendering (EGL, Mesa; or set MUJOCO_GL=osmesa)" \
 		"libEGL.so.1 libGL.so.1" "libegl1 libgl1 libgles2 libgl1-mesa-dri"
@@ -21,6 +24,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	$(BIN)/python -m pip install --quiet --no-deps "openpi-client==0.1.2"
+	$(BIN)/python -m pip install --quiet --no-deps "robomimic==0.3.0"
 	@touch $(STAMP)
 	@echo "r2s2r installed: $(BIN)/r2s2r"
 
@@ -46,14 +50,14 @@ bench: $(STAMP)
 	$(BIN)/r2s2r sim bench
 
 lint: $(STAMP)
-	$(BIN)/ruff check source tests tasks
-	$(BIN)/ruff format --check source tests tasks
+	$(BIN)/ruff check source tests tasks exts
+	$(BIN)/ruff format --check source tests tasks exts
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
 format: $(STAMP)
-	$(BIN)/ruff format source tests
-	$(BIN)/ruff check --fix source tests
+	$(BIN)/ruff format source tests tasks exts
+	$(BIN)/ruff check --fix source tests tasks exts
 
 # LeRobot's own dataset loader in its own venv, for `r2s2r train bench` to compare against:
 # lerobot 0.6.1 needs Python 3.12 (from PATH if it runs there, else pyenv's 3.12.1) and

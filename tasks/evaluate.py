@@ -11,25 +11,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-# The launcher flags are the ones tasks/train.py ignores (this script's folder is on the path).
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from train import strip_launcher_flags  # noqa: E402
+from _launch import run_command  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> None:
-    try:
-        import r2s2r  # noqa: F401
-    except ImportError:  # Run from a checkout without installing.
-        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "source"))
-    from r2s2r.cli import main as cli_main
-
-    ours, ignored = strip_launcher_flags(list(sys.argv[1:] if argv is None else argv))
-    if ignored:
-        print(
-            f"tasks/evaluate.py: ignoring Isaac Lab launcher flags {ignored} (the twin is MuJoCo)"
-        )
-    sys.argv = ["tasks/evaluate.py", "eval", *ours]
-    cli_main()
+    run_command("tasks/evaluate.py", ["eval"], argv, "the twin is MuJoCo")
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ writer."""
 from __future__ import annotations
 
 import json
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -12,6 +13,13 @@ import typer
 app = typer.Typer(no_args_is_help=True, help="Recorded datasets (LeRobot v3 layout).")
 
 DirArg = Annotated[Path, typer.Argument(help="dataset folder")]
+
+
+class NextObsKind(StrEnum):
+    """How the robomimic export stores ``next_obs`` (``r2s2r.data.robomimic``)."""
+
+    copy = "copy"
+    link = "link"
 
 
 @app.command()
@@ -101,13 +109,90 @@ def export(
     root: DirArg,
     out: Annotated[Path, typer.Option(help="robomimic HDF5 file to write")],
     valid_every: Annotated[int, typer.Option(help="every n-th demo goes to mask/valid")] = 10,
+    next_obs: Annotated[
+        NextObsKind,
+        typer.Option(
+            help="next_obs as plain copies (copy) or as HDF5 virtual datasets over obs (link: "
+            "images stored once; demo groups copied into another file under new names lose it)"
+        ),
+    ] = NextObsKind.copy,
 ) -> None:
-    """Export to robomimic HDF5 (for robomimic, MimicGen and Isaac Lab Mimic)."""
+    """Export to robomimic HDF5 (for robomimic, MimicGen and Isaac Lab Mimic), with the
+    next_obs that robomimic's SequenceDataset reads by default."""
     from r2s2r.data import Dataset, export_robomimic
+    from r2s2r.data.robomimic import NextObs
 
     with Dataset(root) as ds:
-        path = export_robomimic(ds, out, valid_every=valid_every)
+        mode: NextObs = "link" if next_obs is NextObsKind.link else "copy"
+        path = export_robomimic(ds, out, valid_every=valid_every, next_obs=mode)
     typer.echo(f"wrote {path}")
+
+
+@app.command()
+def render(
+    root: DirArg,
+    out: Annotated[Path, typer.Option(help="dataset folder to write (created or continued)")],
+    world: Annotated[
+        str, typer.Option(help="world whose cameras render: a registered name or a YAML path")
+    ] = "nominal",
+    image_size: Annotated[int, typer.Option(min=2, help="views, px")] = 256,
+    episodes: Annotated[
+        str | None, typer.Option(help="source episodes, e.g. 0,3,5 (default: all)")
+    ] = None,
+    lossless: Annotated[bool, typer.Option(help="store exact RGB video")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
+) -> None:
+    """Re-render a dataset's recorded states (joints, object pose) in a world's cameras with
+    MuJoCo's renderer into a new dataset; tasks/render_isaac.py does the same with Isaac
+    Sim's RTX renderer. Rerun to resume; --json also gives frames per second."""
+    import time
+
+    from r2s2r.app.render import RenderRequest, render_dataset
+    from r2s2r.cli.progress import progress_bar
+
+    request = RenderRequest(
+        source=root,
+        out=out,
+        world=world,
+        image_size=image_size,
+        episodes=parse_episodes(episodes),
+        lossless=lossless,
+    )
+    from r2s2r.data import Dataset
+
+    with Dataset(root) as ds:
+        chosen = request.episodes or range(ds.num_episodes)
+        total = sum(int(ds.episode(e)["length"]) for e in chosen if 0 <= e < ds.num_episodes)
+    start = time.perf_counter()
+    with progress_bar(total, "render", "frame", disable=as_json) as progress:
+        result = render_dataset(request, progress=progress)
+    seconds = time.perf_counter() - start
+    summary = {
+        "out": str(result.out),
+        "world": world,
+        "image_size": image_size,
+        "episodes": result.episodes,
+        "resumed_episodes": result.resumed,
+        "frames": result.frames,
+        "rendered_frames": result.rendered,
+        "seconds": seconds,
+        # Frames rendered, remapped, encoded and written per second, this run.
+        "frames_per_s": result.rendered / seconds if seconds else None,
+    }
+    if as_json:
+        typer.echo(json.dumps(summary, indent=2))
+        return
+    typer.echo(f"{out}: {result.episodes} episodes, {result.frames} frames in {seconds:.1f} s")
+
+
+def parse_episodes(text: str | None) -> tuple[int, ...] | None:
+    """``"0,3,5"`` -> (0, 3, 5); None stays None."""
+    if text is None:
+        return None
+    try:
+        return tuple(int(t) for t in text.split(",") if t.strip())
+    except ValueError:
+        raise typer.BadParameter(f"expected episode indices like 0,3,5, got {text!r}") from None
 
 
 @app.command()
