@@ -26,11 +26,11 @@ except ImportError:  # Not installed: run from the source tree.
 
 from PySide6.QtCore import QSettings, Qt  # noqa: E402
 from PySide6.QtWidgets import QDockWidget  # noqa: E402
+from r2s2r_studio.window import StudioWindow  # noqa: E402
 
 from r2s2r.app.ground import GroundRequest, ground  # noqa: E402
 from r2s2r.app.jobs import RequestError  # noqa: E402
 from r2s2r.data import Dataset  # noqa: E402
-from r2s2r_studio.window import StudioWindow  # noqa: E402
 
 # Seconds a step of a flow may take on 2 busy cores (the twin's first period compiles).
 WAIT_MS = 120_000
@@ -73,7 +73,9 @@ def test_rig_connects_shows_views_and_plots_captures_a_board_view_and_estops_fro
     views = []
     for _ in range(6):
         qtbot.mouseClick(tab.capture_button, Qt.MouseButton.LeftButton)
-        qtbot.waitUntil(lambda: tab.last_view is not None and tab.last_view not in views, timeout=WAIT_MS)
+        qtbot.waitUntil(
+            lambda: tab.last_view is not None and tab.last_view not in views, timeout=WAIT_MS
+        )
         views.append(tab.last_view)
         if "head" in tab.last_view.saved:
             break
@@ -233,9 +235,7 @@ def test_deploying_the_scripted_policy_runs_an_episode_with_live_timing(
     assert window.errors == []
 
 
-def test_estop_stops_a_deployment_while_the_ui_thread_is_busy(
-    qtbot, window: StudioWindow
-) -> None:
+def test_estop_stops_a_deployment_while_the_ui_thread_is_busy(qtbot, window: StudioWindow) -> None:
     tab = window.deploy_tab
     window.tabs.setCurrentWidget(tab)
     tab.source.setCurrentText("scripted")

@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from r2s2r.app.board import BoardView, capture_board_view, draw_corners, good_views
+from r2s2r.app.board import BoardView, capture_board_view, draw_corners
 from r2s2r.app.ground import GroundRequest, GroundResult, ground
 from r2s2r.app.jobs import Cancel, Progress, ProgressFn
 from r2s2r_studio.widgets import CAMERAS, ImageView, PathField
@@ -43,7 +43,7 @@ class CalibrationTab(QWidget):
 
     def __init__(self, window: StudioWindow) -> None:
         super().__init__()
-        self.window = window
+        self.studio = window
         self.out = PathField("capture and grounding folder")
         self.placement = QSpinBox()
         self.placement.setRange(0, 31)
@@ -118,12 +118,12 @@ class CalibrationTab(QWidget):
 
     # ----------------------------------------------------------------- board views
     def capture_view(self) -> None:
-        session, out = self.window.session, self.out.text()
+        session, out = self.studio.session, self.out.text()
         if session is None:
-            self.window.show_error("board", "error: connect to a rig first (Rig tab)")
+            self.studio.show_error("board", "error: connect to a rig first (Rig tab)")
             return
         if not out:
-            self.window.show_error("board", "error: choose the capture folder first")
+            self.studio.show_error("board", "error: choose the capture folder first")
             return
         placement = self.placement.value()
         self.capture_button.setEnabled(False)
@@ -144,9 +144,7 @@ class CalibrationTab(QWidget):
         for name, image in view.images.items():
             if name in self.views:
                 self.views[name].show_image(draw_corners(image, view.corners[name]))
-        self.counts.setText(
-            "good views: " + ", ".join(f"{n} {c}" for n, c in view.counts.items())
-        )
+        self.counts.setText("good views: " + ", ".join(f"{n} {c}" for n, c in view.counts.items()))
         found = [n for n, c in view.corners.items() if c is not None]
         self.status.setText(
             f"placement {view.placement}: board found by {', '.join(found) or 'no camera'}"
@@ -157,10 +155,10 @@ class CalibrationTab(QWidget):
     def run_ground(self) -> None:
         out = self.out.text()
         if not out:
-            self.window.show_error("ground", "error: choose the capture folder first")
+            self.studio.show_error("ground", "error: choose the capture folder first")
             return
         reuse = self.reuse.isChecked()
-        rig = self.window.rig_request() if reuse else self.window.take_rig("ground")
+        rig = self.studio.rig_request() if reuse else self.studio.take_rig("ground")
         if rig is None:
             return
         request = GroundRequest(
@@ -173,10 +171,10 @@ class CalibrationTab(QWidget):
         self.ground_button.setEnabled(False)
         self.cancel_button.setEnabled(True)
         self.status.setText("grounding…")
-        self.window.run_job("ground", job, self._grounded, self._progress, self._ended)
+        self.studio.run_job("ground", job, self._grounded, self._progress, self._ended)
 
     def cancel(self) -> None:
-        job = self.window.jobs.get("ground")
+        job = self.studio.jobs.get("ground")
         if job is not None:
             job.cancel()
             self.status.setText("cancelling after the step in progress…")
@@ -245,6 +243,6 @@ class CalibrationTab(QWidget):
         out = self.out.text()
         report = Path(out) / "report.md"
         if not report.is_file():
-            self.window.show_error("ground", f"error: {report}: no grounding report yet")
+            self.studio.show_error("ground", f"error: {report}: no grounding report yet")
             return
         QDesktopServices.openUrl(QUrl.fromLocalFile(str(report)))

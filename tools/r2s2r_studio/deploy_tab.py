@@ -31,7 +31,7 @@ from PySide6.QtWidgets import (
 from r2s2r.app.deploy import DeployRequest, DeployResult, deploy
 from r2s2r.app.evaluate import EvalRequest, evaluate, write_report
 from r2s2r.app.jobs import Cancel, ProgressFn
-from r2s2r.app.live import LiveFrame, timing_line
+from r2s2r.app.live import BUDGET_MS, STRIP_MAX_MS, LiveFrame, timing_line
 from r2s2r_studio.jobs import Latest
 from r2s2r_studio.widgets import LiveViews, PathField, RollingPlot
 
@@ -44,7 +44,7 @@ TRIAL_COLUMNS = ("trial", "condition", "object", "belt m/s", "outcome", "success
 class DeployTab(QWidget):
     def __init__(self, window: StudioWindow) -> None:
         super().__init__()
-        self.window = window
+        self.studio = window
         self.source = QComboBox()
         self.source.addItems(["scripted", "run", "server"])
         self.run = PathField("training run folder")
@@ -111,10 +111,16 @@ class DeployTab(QWidget):
         self.timing.setWordWrap(True)
         self.period_plot = RollingPlot("control period (ms)", ["period"], "ms")
         self.period_plot.setLabel("bottom", "step")
+        # The live strip's scale: the 20 ms budget, and periods up to 60 ms.
+        self.period_plot.getPlotItem().enableAutoRange(y=False)
+        self.period_plot.setYRange(0, STRIP_MAX_MS)
+        self.period_plot.addItem(pg.InfiniteLine(BUDGET_MS, angle=0, pen="w"))
         self.chunk_plot = pg.PlotWidget(title="chunks: inference latency (ms) and delay (periods)")
         self.chunk_plot.setBackground("#202024")
         self.chunk_plot.addLegend()
-        self.latency_curve = self.chunk_plot.plot(pen="c", symbol="o", symbolSize=4, name="latency ms")
+        self.latency_curve = self.chunk_plot.plot(
+            pen="c", symbol="o", symbolSize=4, name="latency ms"
+        )
         self.delay_curve = self.chunk_plot.plot(pen="y", symbol="t", symbolSize=4, name="delay")
         self.events = QPlainTextEdit()
         self.events.setReadOnly(True)
@@ -155,7 +161,7 @@ class DeployTab(QWidget):
         s.setValue("deploy/eval_out", self.eval_out.text())
 
     def _cancel(self, name: str) -> None:
-        job = self.window.jobs.get(name)
+        job = self.studio.jobs.get(name)
         if job is not None and job.running:
             job.cancel()
             self.status.setText(f"stopping {name} after the period in progress…")
@@ -168,7 +174,7 @@ class DeployTab(QWidget):
 
     # ----------------------------------------------------------------- deployment
     def start(self) -> None:
-        rig = self.window.take_rig("deploy")
+        rig = self.studio.take_rig("deploy")
         if rig is None:
             return
         try:
@@ -185,22 +191,22 @@ class DeployTab(QWidget):
                 **self._policy(),
             )
         except ValueError as err:
-            self.window.show_error("deploy", f"error: {err}")
+            self.studio.show_error("deploy", f"error: {err}")
             return
-        estop = self.window.new_estop("deploy")
+        estop = self.studio.new_estop("deploy")
 
         def job(cancel: Cancel, progress: ProgressFn) -> DeployResult:
             return deploy(request, progress, cancel, self.frames.put, estop)
 
         self.start_button.setEnabled(False)
         self.status.setText("deploying…")
-        self.window.run_job("deploy", job, self._deployed, self._progress, self._ended)
+        self.studio.run_job("deploy", job, self._deployed, self._progress, self._ended)
 
     def _show_frame(self) -> None:
         frame: LiveFrame | None = self.frames.take()
         if frame is None:
             return
-        self.views.show(frame.views)
+        self.views.show_views(frame.views)
         self.timing.setText(timing_line(frame))
         for s in frame.steps:
             if s.step > self._last_step or s.step < self._last_step - 500:
@@ -219,7 +225,7 @@ class DeployTab(QWidget):
                 self._seen_events.add(key)
                 self.events.appendPlainText(f"episode {frame.episode}: {event}")
         if frame.rig is not None:
-            self.window.snapshots.put(frame.rig)
+            self.studio.snapshots.put(frame.rig)
 
     def _progress(self, p: Any) -> None:
         self.status.setText(f"{p.stage} {p.done}/{p.total} {p.message}")
@@ -235,7 +241,11 @@ class DeployTab(QWidget):
         self.status.setText("; ".join(lines) or "no episode ran")
         for e in result.episodes:
             for ev in e.summary.get("safety_events", []):
-                text = ev if isinstance(ev, str) else f"{ev.get('device')} {ev.get('kind')}: {ev.get('detail')}"
+                text = (
+                    ev
+                    if isinstance(ev, str)
+                    else f"{ev.get('device')} {ev.get('kind')}: {ev.get('detail')}"
+                )
                 self.events.appendPlainText(f"episode {e.index} (log): {text}")
 
     def _ended(self) -> None:
@@ -245,9 +255,9 @@ class DeployTab(QWidget):
     # ----------------------------------------------------------------- evaluation
     def run_eval(self) -> None:
         if not self.eval_out.text():
-            self.window.show_error("evaluate", "error: choose the evaluation folder first")
+            self.studio.show_error("evaluate", "error: choose the evaluation folder first")
             return
-        rig = self.window.take_rig("evaluate")
+        rig = self.studio.take_rig("evaluate")
         if rig is None:
             return
         try:
@@ -262,7 +272,7 @@ class DeployTab(QWidget):
                 **self._policy(),
             )
         except ValueError as err:
-            self.window.show_error("evaluate", f"error: {err}")
+            self.studio.show_error("evaluate", f"error: {err}")
             return
         self.table.setRowCount(0)
         self.trials_done = []
@@ -271,7 +281,7 @@ class DeployTab(QWidget):
             return evaluate(request, progress, cancel, on_trial=self._queue_trial)
 
         self.eval_button.setEnabled(False)
-        self.window.run_job("evaluate", job, self._evaluated, self._progress, self._ended)
+        self.studio.run_job("evaluate", job, self._evaluated, self._progress, self._ended)
 
     def _queue_trial(self, record: Any) -> None:
         with self._trial_lock:
@@ -303,12 +313,13 @@ class DeployTab(QWidget):
     def open_report(self) -> None:
         out = self.eval_out.text()
         if not out:
-            self.window.show_error("evaluate", "error: choose the evaluation folder first")
+            self.studio.show_error("evaluate", "error: choose the evaluation folder first")
             return
 
         def job(cancel: Cancel, progress: ProgressFn) -> Path:
             return write_report([Path(out)], Path(out) / "report")
 
-        self.window.run_job(
-            "report", job, lambda html: QDesktopServices.openUrl(QUrl.fromLocalFile(str(html)))
-        )
+        def show(html: Path) -> None:
+            QDesktopServices.openUrl(QUrl.fromLocalFile(str(html)))
+
+        self.studio.run_job("report", job, show)

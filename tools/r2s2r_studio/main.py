@@ -23,6 +23,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="twin seed (with --bench)")
     p.add_argument("--image-size", type=int, default=256, help="twin views, px (with --bench)")
     p.add_argument("--json", action="store_true", help="print the bench figures as JSON")
+    p.add_argument(
+        "--screenshots", type=Path, metavar="DIR", help="save a screenshot of every tab, exit"
+    )
     return p
 
 
@@ -37,11 +40,16 @@ def main(argv: list[str] | None = None) -> int:
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("r2s2r Studio")
-    settings = (
-        QSettings(str(args.settings), QSettings.Format.IniFormat) if args.settings else None
-    )
+    settings = QSettings(str(args.settings), QSettings.Format.IniFormat) if args.settings else None
     window = StudioWindow(settings)
     window.show()
+    if args.screenshots is not None:
+        from r2s2r_studio.shots import take_screenshots
+
+        for path in take_screenshots(window, args.screenshots, seed=args.seed):
+            print(path)
+        window.close()
+        return 0
     if args.bench is not None:
         from r2s2r_studio.bench import bench_views
 

@@ -48,7 +48,7 @@ TAKE_KEYS = (
 class RecordTab(QWidget):
     def __init__(self, window: StudioWindow) -> None:
         super().__init__()
-        self.window = window
+        self.studio = window
         self.out = PathField("dataset folder (created or continued)")
         self.episodes = QSpinBox()
         self.episodes.setRange(1, 10_000)
@@ -109,7 +109,7 @@ class RecordTab(QWidget):
         self.scrubber.valueChanged.connect(self.seek)
         self.actions_plot = pg.PlotWidget(title="recorded actions")
         self.actions_plot.setBackground("#202024")
-        self.cursor = pg.InfiniteLine(angle=90, pen="y")
+        self.scrub_line = pg.InfiniteLine(angle=90, pen="y")
         self.frame_label = QLabel("no episode loaded")
         right = QGridLayout()
         right.addWidget(QLabel("<b>live</b>"), 0, 0)
@@ -145,9 +145,9 @@ class RecordTab(QWidget):
     def begin(self) -> None:
         out = self.out.text()
         if not out:
-            self.window.show_error("record", "error: choose the dataset folder first")
+            self.studio.show_error("record", "error: choose the dataset folder first")
             return
-        rig = self.window.take_rig("record")
+        rig = self.studio.take_rig("record")
         if rig is None:
             return
         try:
@@ -163,10 +163,10 @@ class RecordTab(QWidget):
                 max_seconds=self.max_seconds.value() or None,
             )
         except ValueError as err:
-            self.window.show_error("record", f"error: {err}")
+            self.studio.show_error("record", f"error: {err}")
             return
         keys = self.keys = QueuedKeys()
-        estop = self.window.new_estop("record")
+        estop = self.studio.new_estop("record")
 
         def on_frame(frame: FrameRecord, snap: RigSnapshot) -> None:
             self.frames.put((frame, snap))
@@ -176,7 +176,7 @@ class RecordTab(QWidget):
 
         self._set_recording(True)
         self.status.setText("session open: press Start take (s)")
-        self.window.run_job("record", job, self._recorded, self._progress, self._ended)
+        self.studio.run_job("record", job, self._recorded, self._progress, self._ended)
 
     def press(self, key: str) -> None:
         """Press ``key`` as ``r2s2r record --keyboard`` reads it."""
@@ -190,8 +190,8 @@ class RecordTab(QWidget):
         if item is None:
             return
         frame, snap = item
-        self.live.show(frame.images)
-        self.window.snapshots.put(snap)
+        self.live.show_views(frame.images)
+        self.studio.snapshots.put(snap)
         self.status.setText(f"take {frame.take}: frame {frame.frame} ({frame.timestamp:.2f} s)")
 
     def _progress(self, p: Any) -> None:
@@ -216,11 +216,16 @@ class RecordTab(QWidget):
         try:
             episodes = list_episodes(out) if out else []
         except Exception as err:  # noqa: BLE001 - shown in the window
-            self.window.show_error("playback", f"error: {err}")
+            self.studio.show_error("playback", f"error: {err}")
             return
         self.table.setRowCount(len(episodes))
         for row, ep in enumerate(episodes):
-            cells = [str(ep.index), str(ep.frames), ", ".join(ep.objects), "yes" if ep.success else "no"]
+            cells = [
+                str(ep.index),
+                str(ep.frames),
+                ", ".join(ep.objects),
+                "yes" if ep.success else "no",
+            ]
             for col, text in enumerate(cells):
                 self.table.setItem(row, col, QTableWidgetItem(text))
 
@@ -233,7 +238,7 @@ class RecordTab(QWidget):
             return load_episode(out, row)
 
         self.frame_label.setText(f"loading episode {row}…")
-        self.window.run_job("playback", job, self._loaded)
+        self.studio.run_job("playback", job, self._loaded)
 
     def _loaded(self, playback: EpisodePlayback) -> None:
         self.playback = playback
@@ -241,9 +246,11 @@ class RecordTab(QWidget):
         self.actions_plot.clear()
         for k in range(playback.actions.shape[1]):
             self.actions_plot.plot(
-                playback.timestamps, playback.actions[:, k], pen=pg.intColor(k, playback.actions.shape[1])
+                playback.timestamps,
+                playback.actions[:, k],
+                pen=pg.intColor(k, playback.actions.shape[1]),
             )
-        self.actions_plot.addItem(self.cursor)
+        self.actions_plot.addItem(self.scrub_line)
         self.scrubber.setRange(0, max(frames - 1, 0))
         self.scrubber.setValue(0)
         self.seek(0)
@@ -253,10 +260,11 @@ class RecordTab(QWidget):
         if pb is None or not len(pb.actions):
             return
         frame = int(np.clip(frame, 0, len(pb.actions) - 1))
-        self.playback_views.show(
+        self.playback_views.show_views(
             {name: v[min(frame, len(v) - 1)] for name, v in pb.views.items() if len(v)}
         )
-        self.cursor.setValue(float(pb.timestamps[frame]))
+        self.scrub_line.setValue(float(pb.timestamps[frame]))
+        t = pb.timestamps[frame]
         self.frame_label.setText(
-            f"episode {pb.index}: frame {frame + 1}/{len(pb.actions)} ({pb.timestamps[frame]:.2f} s)"
+            f"episode {pb.index}: frame {frame + 1}/{len(pb.actions)} ({t:.2f} s)"
         )

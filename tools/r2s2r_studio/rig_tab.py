@@ -31,7 +31,7 @@ SAFETY_COLOURS = {"armed": "#3c3", "holding": "#fa2", "stopped": "#e33"}
 class RigTab(QWidget):
     def __init__(self, window: StudioWindow) -> None:
         super().__init__()
-        self.window = window
+        self.studio = window
         form = QFormLayout()
         self.kind = QComboBox()
         self.kind.addItems(["twin", "hardware"])
@@ -106,21 +106,21 @@ class RigTab(QWidget):
         try:
             request = self.request()
         except ValueError as err:
-            self.window.show_error("rig", f"error: {err}")
+            self.studio.show_error("rig", f"error: {err}")
             return
-        self.window.connect_rig(request)
+        self.studio.connect_rig(request)
 
     def _set_belt(self) -> None:
-        session = self.window.session
+        session = self.studio.session
         if session is None:
-            self.window.show_error("rig", "error: connect to a rig first")
+            self.studio.show_error("rig", "error: connect to a rig first")
             return
         session.call(lambda rig, sup: rig.conveyor.set_speed(self.belt.value()))
 
     def show_snapshot(self, snap: RigSnapshot, visible: bool = True) -> None:
         """Add ``snap`` to the plots; draw the views only where the tab is in view."""
         if visible:
-            self.views.show(snap.views)
+            self.views.show_views(snap.views)
         self.plots.add(snap)
         safety = snap.safety
         colour = SAFETY_COLOURS[safety.state]

@@ -6,7 +6,7 @@ as they grow; stop (a checkpoint is saved) and resume."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyqtgraph as pg
@@ -37,7 +37,7 @@ PRESETS = ("tiny", "500m", "2b")
 class TrainTab(QWidget):
     def __init__(self, window: StudioWindow) -> None:
         super().__init__()
-        self.window = window
+        self.studio = window
         self.real = PathField("real dataset")
         self.sim = PathField("a simulated dataset to add")
         self.sims = QListWidget()
@@ -124,7 +124,7 @@ class TrainTab(QWidget):
     def restore(self, s: QSettings) -> None:
         self.real.setText(str(s.value("train/real", "")))
         self.out.setText(str(s.value("train/out", "")))
-        sims = s.value("train/sims", [])
+        sims: Any = s.value("train/sims", [])
         for sim in [sims] if isinstance(sims, str) else list(sims or []):
             if sim:
                 self.sims.addItem(str(sim))
@@ -156,19 +156,19 @@ class TrainTab(QWidget):
 
     def launch(self, resume: bool) -> None:
         if self.process is not None and self.process.poll() is None:
-            self.window.show_error("train", "error: a training run is already going")
+            self.studio.show_error("train", "error: a training run is already going")
             return
         if not self.out.text():
-            self.window.show_error("train", "error: choose the run folder first")
+            self.studio.show_error("train", "error: choose the run folder first")
             return
         try:
             launch = self.request(resume)
         except ValueError as err:
-            self.window.show_error("train", f"error: {err}")
+            self.studio.show_error("train", f"error: {err}")
             return
         self.process = TrainingProcess(launch)
         self.status.setText(f"training (pid {self.process.pid}) into {launch.out}")
-        self.window.statusBar().showMessage(f"training started: {launch.out}", 5000)
+        self.studio.statusBar().showMessage(f"training started: {launch.out}", 5000)
 
     def stop(self) -> None:
         if self.process is None or self.process.poll() is not None:
@@ -193,7 +193,7 @@ class TrainTab(QWidget):
             failure = proc.failure()
             # A stopped run exits on SIGINT after saving its checkpoint: not a failure.
             if failure is not None and proc.poll() not in (-2, 130):
-                self.window.show_error("train", failure)
+                self.studio.show_error("train", failure)
             else:
                 self.status.setText(f"run ended (exit {proc.poll()}), {self.points} logged steps")
 

@@ -92,7 +92,7 @@ class LiveViews(QWidget):
         for view in self.views.values():
             layout.addWidget(view)
 
-    def show(self, images: dict[str, np.ndarray]) -> None:  # type: ignore[override]
+    def show_views(self, images: dict[str, np.ndarray]) -> None:
         for name, image in images.items():
             if name in self.views:
                 self.views[name].show_image(image)
@@ -132,7 +132,7 @@ class RollingPlot(pg.PlotWidget):
         if len(names) <= 8:
             self.addLegend(offset=(5, 5))
         self.t: deque[float] = deque(maxlen=HISTORY)
-        self.data = {n: deque(maxlen=HISTORY) for n in names}
+        self.data: dict[str, deque[float]] = {n: deque(maxlen=HISTORY) for n in names}
         self.curves = {
             n: self.plot(name=n, pen=pg.mkPen(pg.intColor(i, len(names)), width=1.5))
             for i, n in enumerate(names)
@@ -183,8 +183,12 @@ class RigPlots(QWidget):
 
     def add(self, snap: RigSnapshot) -> None:
         t = snap.t
-        self.tcp.add(t, {f"{s} {a}": p[k] for s, p in snap.tcp.items() for k, a in enumerate("xyz")})
-        self.arm.add(t, {f"{s} j{j + 1}": q[j] for s, q in snap.arm_q.items() for j in range(len(q))})
+        self.tcp.add(
+            t, {f"{s} {a}": p[k] for s, p in snap.tcp.items() for k, a in enumerate("xyz")}
+        )
+        self.arm.add(
+            t, {f"{s} j{j + 1}": q[j] for s, q in snap.arm_q.items() for j in range(len(q))}
+        )
         self.hand.add(
             t,
             {

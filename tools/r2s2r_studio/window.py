@@ -4,6 +4,7 @@ the jobs the tabs start."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -24,7 +25,8 @@ from r2s2r.app.deploy import EmergencyStop
 from r2s2r.app.jobs import Cancel, ProgressFn
 from r2s2r.app.live import RigSnapshot
 from r2s2r.app.session import RigRequest, RigSession
-from r2s2r_studio.jobs import Job, Latest, error_text
+from r2s2r_studio.jobs import Job, Latest
+from r2s2r_studio.widgets import LiveViews
 
 log = logging.getLogger("r2s2r.studio")
 ESTOP_KEYS = ("Escape", "F12")
@@ -41,10 +43,12 @@ class _LogBridge(QObject, logging.Handler):
         self.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
 
     def emit(self, record: logging.LogRecord) -> None:  # type: ignore[override]
-        try:
+        # The supervisor's routine events (clamped, limited targets: every period at times)
+        # are in the Rig tab's safety state; its warnings come through.
+        if record.name == "r2s2r.safety" and record.levelno < logging.WARNING:
+            return
+        with contextlib.suppress(RuntimeError):  # The window is gone.
             self.line.emit(self.format(record))
-        except RuntimeError:  # The window is gone.
-            pass
 
 
 class StudioWindow(QMainWindow):
@@ -150,7 +154,7 @@ class StudioWindow(QMainWindow):
                 restore(s)
         self.deploy_tab.restore(s)
         self.rig_tab.kind.setCurrentText(str(s.value("rig/kind", "twin")))
-        self.rig_tab.seed.setValue(int(s.value("rig/seed", 0)))
+        self.rig_tab.seed.setValue(int(str(s.value("rig/seed", 0))))
         self.rig_tab.realtime.setChecked(str(s.value("rig/realtime", "true")) == "true")
         self.rig_tab.config.setText(str(s.value("rig/config", "")))
 
@@ -300,8 +304,9 @@ class StudioWindow(QMainWindow):
             "deploy": self.deploy_tab,
             "evaluate": self.deploy_tab,
         }.get(where)
-        if tab is not None:
-            tab.status.setText(f"<span style='color:#e33'>{message}</span>")
+        status = getattr(tab, "status", None)
+        if isinstance(status, QLabel):
+            status.setText(f"<span style='color:#e33'>{message}</span>")
 
     # ------------------------------------------------------------------ live data
     def _on_snapshot(self) -> None:
@@ -323,7 +328,7 @@ class StudioWindow(QMainWindow):
         if current is self.rig_tab:
             self.rig_tab.redraw()
         views = getattr(current, "views", None)
-        fps = views.fps if hasattr(views, "fps") else self.rig_tab.views.fps
+        fps = views.fps if isinstance(views, LiveViews) else self.rig_tab.views.fps
         self.fps_label.setText(f"views: {fps:.1f} fps")
 
     # ------------------------------------------------------------------ closing

@@ -73,7 +73,10 @@ def safety_state(sup: SafetySupervisor) -> SafetyState:
     events = list(sup.events)
     modes = {side: sup.arm(side).mode for side in sup.embodiment.sides}
     estopped = sup.estopped
-    last = events[-1] if events else None
+    # A command refused because the stop is latched only echoes the stop: the stop is what
+    # fired.
+    fired = [e for e in events if not (e.kind == "rejected" and "latched" in e.detail)]
+    last = fired[-1] if fired else None
     text = "" if last is None else f"{last.stamp:.2f} s {last.device} {last.kind}: {last.detail}"
     return SafetyState(estopped, modes, text, len(events))
 

@@ -159,13 +159,11 @@ class RigSession:
         self.close()
 
     # ------------------------------------------------------------ the session's thread
-    def _current_targets(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    def _current_targets(self) -> dict[str, np.ndarray]:
+        """Each arm's TCP pose now (what it is told to hold)."""
         return {
-            side: (
-                np.asarray(self.rig.arms[side].state().tcp_pose, dtype=float).copy(),
-                np.asarray(self.rig.hands[side].state().q, dtype=float).copy(),
-            )
-            for side in self.rig.arms
+            side: np.asarray(arm.state().tcp_pose, dtype=float).copy()
+            for side, arm in self.rig.arms.items()
         }
 
     def _run(self) -> None:
@@ -181,9 +179,10 @@ class RigSession:
                         except BaseException as err:  # noqa: BLE001 - handed to the caller
                             future.set_exception(err)
                 if not self.sup.estopped:
-                    for side, (tcp, q) in self._holds.items():
+                    # The arms are told to stay (their watchdogs stay calm); the hands keep
+                    # their last targets by themselves.
+                    for side, tcp in self._holds.items():
                         self.sup.arm(side).send_tcp_target(tcp)
-                        self.sup.hand(side).send_joint_targets(q)
                 self.sup.tick()
                 self.rig.step()
                 self.periods += 1
