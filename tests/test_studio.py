@@ -166,6 +166,8 @@ def _last_step(run: Path) -> int:
     return int(json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])["step"])
 
 
+# About 50 s on 2 cores (two processes importing torch, the stats, the steps): slow.
+@pytest.mark.slow
 def test_training_runs_in_its_own_process_its_curve_updates_and_it_stops(
     qtbot, window: StudioWindow, tmp_path: Path, recorded_demos: Path
 ) -> None:
@@ -325,3 +327,27 @@ def test_settings_remember_the_rig_datasets_and_layout(qtbot, tmp_path: Path) ->
     again.show()
     assert not again.findChild(QDockWidget, "log_dock").isVisible()
     again.close()
+
+
+@pytest.mark.slow
+def test_grounding_from_the_calibration_tab_writes_the_world_and_shows_its_figures(
+    qtbot, window: StudioWindow, tmp_path: Path
+) -> None:
+    tab = window.calibration_tab
+    window.tabs.setCurrentWidget(tab)
+    out = tmp_path / "grounding"
+    tab.out.setText(str(out))
+    stages: list[str] = []
+    window.calibration_tab.progress.valueChanged.connect(
+        lambda _: stages.append(tab.progress.format().split()[0])
+    )
+    qtbot.mouseClick(tab.ground_button, Qt.MouseButton.LeftButton)
+    assert tab.cancel_button.isEnabled()
+    qtbot.waitUntil(lambda: not window.jobs["ground"].running, timeout=1_100_000)
+    assert window.errors == [], window.errors
+    assert tab.result is not None and (out / "grounded.yaml").is_file()
+    assert (out / "report.md").is_file() and "wrote" in tab.status.text()
+    assert stages[0] == "capture" and "write" in stages
+    assert tab.bars >= 6  # At least MIN_VIEWS views per camera calibrated.
+    assert tab.overlay.image is not None
+    assert len(tab.tcp_plot.getPlotItem().listDataItems()) == 3

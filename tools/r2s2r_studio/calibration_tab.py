@@ -5,7 +5,6 @@ overlay and the predicted-vs-measured TCP replay; ``grounded.yaml`` and the repo
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -108,7 +107,7 @@ class CalibrationTab(QWidget):
         layout.addLayout(right, 1)
         self.last_view: BoardView | None = None
         self.result: GroundResult | None = None
-        self.summary: dict[str, Any] | None = None
+        self.bars = 0
 
     def restore(self, s: QSettings) -> None:
         self.out.setText(str(s.value("calibration/out", "")))
@@ -197,10 +196,8 @@ class CalibrationTab(QWidget):
         self.show_results(result.world_path.parent)
 
     def show_results(self, folder: Path) -> None:
-        """The figures of the grounding in ``folder`` (its ``grounding.json`` and plots)."""
-        path = Path(folder) / "grounding.json"
-        if path.is_file():
-            self.summary = json.loads(path.read_text())
+        """The figures of the grounding just run: per-view errors, the overlay written
+        beside ``grounded.yaml`` in ``folder``, the TCP replay."""
         self._plot_errors()
         overlay = Path(folder) / "registration.png"
         if overlay.is_file():
@@ -210,24 +207,23 @@ class CalibrationTab(QWidget):
         self._plot_tcp()
 
     def _plot_errors(self) -> None:
+        """Reprojection RMS per view of the chosen camera: the intrinsics fit (cyan) and
+        leave-one-out (yellow)."""
         self.errors_plot.clear()
-        if self.summary is None:
+        if self.result is None:
             return
-        cam = self.summary.get("cameras", {}).get(self.camera.currentText())
-        if not cam:
+        cam = self.result.grounding.cameras.get(self.camera.currentText())
+        if cam is None:
             return
-        calib = cam.get("calibration", cam)
-        rms = calib.get("view_rms_px", {})
-        loo = calib.get("view_loo_px", {})
-        views = list(rms)
+        c = cam.calibration
+        views = list(c.views_used)
         x = np.arange(len(views))
-        self.errors_plot.addItem(
-            pg.BarGraphItem(x=x - 0.2, height=[rms[v] for v in views], width=0.4, brush="c")
-        )
-        self.errors_plot.addItem(
-            pg.BarGraphItem(x=x + 0.2, height=[loo.get(v, 0) for v in views], width=0.4, brush="y")
-        )
+        rms = [c.view_rms_px[v] for v in views]
+        loo = [c.view_loo_px.get(v, 0.0) for v in views]
+        self.errors_plot.addItem(pg.BarGraphItem(x=x - 0.2, height=rms, width=0.4, brush="c"))
+        self.errors_plot.addItem(pg.BarGraphItem(x=x + 0.2, height=loo, width=0.4, brush="y"))
         self.errors_plot.getAxis("bottom").setTicks([list(enumerate(views))])
+        self.bars = len(views)
 
     def _plot_tcp(self) -> None:
         self.tcp_plot.clear()
