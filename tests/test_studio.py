@@ -351,3 +351,44 @@ def test_grounding_from_the_calibration_tab_writes_the_world_and_shows_its_figur
     assert tab.bars >= 6  # At least MIN_VIEWS views per camera calibrated.
     assert tab.overlay.image is not None
     assert len(tab.tcp_plot.getPlotItem().listDataItems()) == 3
+
+
+@pytest.mark.slow
+def test_an_evaluation_fills_the_success_table_as_trials_are_logged(
+    qtbot, window: StudioWindow, tmp_path: Path
+) -> None:
+    from r2s2r.eval.trials import read_trials
+
+    tab = window.deploy_tab
+    window.tabs.setCurrentWidget(tab)
+    tab.source.setCurrentText("scripted")
+    tab.protocol.setCurrentText("smoke")
+    tab.trials.setValue(2)
+    tab.eval_out.setText(str(tmp_path / "eval"))
+    qtbot.mouseClick(tab.eval_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: tab.table.rowCount() >= 1, timeout=600_000)
+    qtbot.waitUntil(lambda: not window.jobs["evaluate"].running, timeout=600_000)
+    assert window.errors == [], window.errors
+    logged = read_trials(tmp_path / "eval").records
+    assert tab.table.rowCount() == len(logged) == 2
+    for row, record in enumerate(logged):
+        assert tab.table.item(row, 0).text() == str(record.trial)
+        assert tab.table.item(row, 4).text() == record.outcome
+    assert f"{sum(r.success for r in logged)}/2 sorted" in tab.status.text()
+
+
+def test_the_script_in_tools_runs_the_studio_from_a_checkout() -> None:
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(root / "source")  # The core package, as an install provides it.
+    done = subprocess.run(
+        [sys.executable, str(root / "tools" / "studio.py"), "--help"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: r2s2r-studio") and "--screenshots" in done.stdout

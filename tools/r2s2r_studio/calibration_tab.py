@@ -157,8 +157,13 @@ class CalibrationTab(QWidget):
             self.studio.show_error("ground", "error: choose the capture folder first")
             return
         reuse = self.reuse.isChecked()
-        rig = self.studio.rig_request() if reuse else self.studio.take_rig("ground")
-        if rig is None:
+        try:
+            rig = self.studio.rig_request()
+        except ValueError as err:
+            self.studio.show_error("ground", f"error: {err}")
+            return
+        # Grounding a capture already made needs no rig.
+        if not reuse and self.studio.take_rig("ground") is None:
             return
         request = GroundRequest(
             out=Path(out), rig=rig.rig, seed=rig.seed, config=rig.config, reuse=reuse

@@ -167,17 +167,20 @@ class DeployTab(QWidget):
             self.status.setText(f"stopping {name} after the period in progress…")
 
     def _policy(self) -> dict[str, Any]:
+        """The request's policy fields (``ValueError`` when the form lacks one)."""
         kind = self.source.currentText()
+        if kind == "run" and not self.run.text():
+            raise ValueError("--policy: choose the training run folder")
+        if kind == "server" and not self.server.text().strip():
+            raise ValueError("--server: give the policy server's HOST:PORT")
         if kind == "server":
             return {"server": self.server.text().strip(), "token": self.token.text() or None}
         return {"policy": "scripted" if kind == "scripted" else self.run.text()}
 
     # ----------------------------------------------------------------- deployment
     def start(self) -> None:
-        rig = self.studio.take_rig("deploy")
-        if rig is None:
-            return
         try:
+            rig = self.studio.rig_request()
             request = DeployRequest(
                 rig=rig.rig,
                 config=rig.config,
@@ -192,6 +195,8 @@ class DeployTab(QWidget):
             )
         except ValueError as err:
             self.studio.show_error("deploy", f"error: {err}")
+            return
+        if self.studio.take_rig("deploy") is None:
             return
         estop = self.studio.new_estop("deploy")
 
@@ -257,10 +262,8 @@ class DeployTab(QWidget):
         if not self.eval_out.text():
             self.studio.show_error("evaluate", "error: choose the evaluation folder first")
             return
-        rig = self.studio.take_rig("evaluate")
-        if rig is None:
-            return
         try:
+            rig = self.studio.rig_request()
             request = EvalRequest(
                 out=Path(self.eval_out.text()),
                 rig=rig.rig,
@@ -273,6 +276,8 @@ class DeployTab(QWidget):
             )
         except ValueError as err:
             self.studio.show_error("evaluate", f"error: {err}")
+            return
+        if self.studio.take_rig("evaluate") is None:
             return
         self.table.setRowCount(0)
         self.trials_done = []

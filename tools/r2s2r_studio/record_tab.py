@@ -147,10 +147,8 @@ class RecordTab(QWidget):
         if not out:
             self.studio.show_error("record", "error: choose the dataset folder first")
             return
-        rig = self.studio.take_rig("record")
-        if rig is None:
-            return
         try:
+            rig = self.studio.rig_request()
             request = RecordRequest(
                 out=Path(out),
                 rig=rig.rig,
@@ -164,6 +162,8 @@ class RecordTab(QWidget):
             )
         except ValueError as err:
             self.studio.show_error("record", f"error: {err}")
+            return
+        if self.studio.take_rig("record") is None:
             return
         keys = self.keys = QueuedKeys()
         estop = self.studio.new_estop("record")
