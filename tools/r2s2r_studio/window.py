@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -30,6 +31,7 @@ from r2s2r_studio.widgets import LiveViews
 
 log = logging.getLogger("r2s2r.studio")
 ESTOP_KEYS = ("Escape", "F12")
+PLOT_PERIOD_MS = 333
 
 
 class _LogBridge(QObject, logging.Handler):
@@ -133,9 +135,9 @@ class StudioWindow(QMainWindow):
 
         self.timer = QTimer(self)
         self.timer.timeout.connect(self._tick)
-        # Plots redraw at 3 Hz (the views at every snapshot): on a software-rendered display
-        # the plots, not the views, cost the most.
-        self.timer.start(333)
+        # Plots redraw at 3 Hz at most (the views at every snapshot): on a software-rendered
+        # display the plots, not the views, cost the most.
+        self.timer.start(PLOT_PERIOD_MS)
         self.restore_settings()
 
     # ------------------------------------------------------------------ settings
@@ -326,7 +328,12 @@ class StudioWindow(QMainWindow):
     def _tick(self) -> None:
         current = self.tabs.currentWidget()
         if current is self.rig_tab:
+            start = time.perf_counter()
             self.rig_tab.redraw()
+            # The plots yield to the views on a busy machine: their redraws (and the paints
+            # that follow) take at most about a tenth of the UI thread's time.
+            spent_ms = 1e3 * (time.perf_counter() - start)
+            self.timer.setInterval(int(min(max(PLOT_PERIOD_MS, 25 * spent_ms), 2000)))
         views = getattr(current, "views", None)
         fps = views.fps if isinstance(views, LiveViews) else self.rig_tab.views.fps
         self.fps_label.setText(f"views: {fps:.1f} fps")
