@@ -188,8 +188,8 @@ class CalibrationTab(QWidget):
         k = stages.index(p.stage) if p.stage in stages else 0
         self.progress.setRange(0, 3 * 100)
         frac = p.done / p.total if p.total else 0.0
-        self.progress.setValue(int(100 * (k + frac)))
         self.progress.setFormat(f"{p.stage} {p.done}/{p.total or '?'} {p.message}")
+        self.progress.setValue(int(100 * (k + frac)))
 
     def _ended(self) -> None:
         self.ground_button.setEnabled(True)
