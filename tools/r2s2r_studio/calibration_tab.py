@@ -227,7 +227,9 @@ class CalibrationTab(QWidget):
         loo = [c.view_loo_px.get(v, 0.0) for v in views]
         self.errors_plot.addItem(pg.BarGraphItem(x=x - 0.2, height=rms, width=0.4, brush="c"))
         self.errors_plot.addItem(pg.BarGraphItem(x=x + 0.2, height=loo, width=0.4, brush="y"))
-        self.errors_plot.getAxis("bottom").setTicks([list(enumerate(views))])
+        every = max(1, -(-len(views) // 8))  # At most 8 view names under the bars.
+        ticks = [(i, v) for i, v in enumerate(views) if i % every == 0]
+        self.errors_plot.getAxis("bottom").setTicks([ticks])
         self.bars = len(views)
 
     def _plot_tcp(self) -> None:
