@@ -6,7 +6,7 @@ STAMP := $(VENV)/.r2s2r-installed
 export MUJOCO_GL ?= egl
 export PYOPENGL_PLATFORM ?= egl
 
-.PHONY: setup demo test test-slow bench lint format clean lerobot-venv
+.PHONY: setup demo test test-slow bench lint format clean lerobot-venv studio studio-deps studio-bench
 
 setup: $(STAMP)
 
@@ -20,6 +20,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	@bash scripts/ensure_debian_libs.sh "headless rendering (EGL, Mesa; or set MUJOCO_GL=osmesa)" \
 		"libEGL.so.1 libGL.so.1" "libegl1 libgl1 libgles2 libgl1-mesa-dri"
+	@$(MAKE) --no-print-directory studio-deps
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
@@ -49,15 +50,30 @@ test-slow: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/r2s2r sim bench
 
+# r2s2r Studio (tools/r2s2r_studio). Under a real X server PySide6's xcb platform needs
+# libxcb-icccm4 and libxcb-keysyms1 beyond a headless system's libraries; the screenshot test
+# runs the window under Xvfb (xvfb, xauth).
+studio-deps:
+	@bash scripts/ensure_debian_libs.sh "r2s2r Studio under X (PySide6 xcb, Xvfb)" \
+		"libxcb-icccm.so.4 libxcb-keysyms.so.1 bin:Xvfb bin:xauth" \
+		"libxcb-icccm4 libxcb-keysyms1 xvfb xauth"
+
+studio: $(STAMP)
+	$(BIN)/r2s2r-studio
+
+# The camera views' frame rate and memory while the real-time twin runs (README figure).
+studio-bench: $(STAMP)
+	QT_QPA_PLATFORM=offscreen $(BIN)/r2s2r-studio --bench 30 --json
+
 lint: $(STAMP)
-	$(BIN)/ruff check source tests tasks exts
-	$(BIN)/ruff format --check source tests tasks exts
+	$(BIN)/ruff check source tests tasks tools exts
+	$(BIN)/ruff format --check source tests tasks tools exts
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
 format: $(STAMP)
-	$(BIN)/ruff format source tests tasks exts
-	$(BIN)/ruff check --fix source tests tasks exts
+	$(BIN)/ruff format source tests tasks tools exts
+	$(BIN)/ruff check --fix source tests tasks tools exts
 
 # LeRobot's own dataset loader in its own venv, for `r2s2r train bench` to compare against:
 # lerobot 0.6.1 needs Python 3.12 (from PATH if it runs there, else pyenv's 3.12.1) and

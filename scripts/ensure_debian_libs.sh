@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Usage: ensure_debian_libs.sh WHAT "LIB ..." "PKG ..."
-# When any shared library LIB is missing from the linker cache, install the Debian/Ubuntu
-# packages PKG (as root, with apt); otherwise say what WHAT needs.
+# When any shared library LIB is missing from the linker cache (or, for an entry bin:NAME, the
+# program NAME from PATH), install the Debian/Ubuntu packages PKG (as root, with apt);
+# otherwise say what WHAT needs.
 set -euo pipefail
 what="$1"; libs="$2"; pkgs="$3"
 missing=0
 for lib in $libs; do
-    ldconfig -p 2>/dev/null | grep -q "$lib" || missing=1
+    case "$lib" in
+        bin:*) command -v "${lib#bin:}" >/dev/null || missing=1 ;;
+        *) ldconfig -p 2>/dev/null | grep -q "$lib" || missing=1 ;;
+    esac
 done
 [ "$missing" = "0" ] && exit 0
 if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null; then

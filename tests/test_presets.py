@@ -82,6 +82,7 @@ def test_a_built_wheel_ships_the_presets(tmp_path: Path) -> None:
         shutil.copy(REPO / name, tree / name)
     junk = shutil.ignore_patterns("__pycache__", "*.egg-info")
     shutil.copytree(REPO / "source", tree / "source", ignore=junk)
+    shutil.copytree(REPO / "tools", tree / "tools", ignore=junk)
     wheels = tmp_path / "wheels"
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheels), str(tree)],
@@ -90,6 +91,10 @@ def test_a_built_wheel_ships_the_presets(tmp_path: Path) -> None:
     (wheel,) = wheels.glob("r2s2r-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert {"r2s2r/presets/task/pick_sort.yaml", "r2s2r/presets/world/nominal.yaml"} <= set(names)
+    # The Studio (tools/) ships in the same wheel, with its entry point.
+    assert "r2s2r_studio/window.py" in names
+    entry = next(n for n in names if n.endswith("entry_points.txt"))
+    assert "r2s2r-studio = r2s2r_studio.main:main" in zipfile.ZipFile(wheel).read(entry).decode()
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
     (tmp_path / "empty").mkdir()

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import model_validator
 
@@ -108,13 +108,20 @@ class DeployResult:
     estopped: bool = False
 
 
+class Stoppable(Protocol):
+    """What an emergency stop stops: a runtime, or a safety supervisor."""
+
+    def emergency_stop(self, reason: str = "emergency stop") -> None: ...
+
+
 class EmergencyStop:
-    """Stops the deployment's arms from any thread (a key, a GUI button); pressed before the
-    runtime exists, it stops them as soon as it does."""
+    """Stops the arms of a deployment (or a recording) from any thread (a key, a GUI
+    button); pressed before the runtime (or the supervisor) exists, it stops them as soon as
+    it does."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._runtime: Runtime | None = None
+        self._runtime: Stoppable | None = None
         self._reason: str | None = None
 
     def trigger(self, reason: str = "emergency stop") -> None:
@@ -128,7 +135,7 @@ class EmergencyStop:
     def triggered(self) -> bool:
         return self._reason is not None
 
-    def attach(self, runtime: Runtime) -> None:
+    def attach(self, runtime: Stoppable) -> None:
         with self._lock:
             self._runtime = runtime
             reason = self._reason
@@ -364,6 +371,8 @@ class _StepHook:
             if name not in views:
                 views[name] = camera.read().image
         events = [f"{e.device} {e.kind}: {e.detail}" for e in self.runtime.sup.events[-3:]]
+        from r2s2r.app.live import snapshot
+
         return LiveFrame(
             self.episode,
             step.step,
@@ -372,6 +381,7 @@ class _StepHook:
             episode.steps[-LIVE_PERIODS:],
             episode.chunks[-12:],
             events=events,
+            rig=snapshot(self.rig, self.runtime.sup, views),
         )
 
 

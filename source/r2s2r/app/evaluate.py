@@ -90,9 +90,11 @@ def evaluate(
     cancel: Cancel | None = None,
     keys: KeySource | None = None,
     prompt: Callable[[str], str] = input,
+    on_trial: Callable[[Any], None] | None = None,
 ) -> EvalResult:
     """Run the request's trials not yet logged in ``request.out``. On the real cell the
-    operator is asked (``prompt``) to set each trial up and judges it by ``keys``."""
+    operator is asked (``prompt``) to set each trial up and judges it by ``keys``.
+    ``on_trial`` gets each trial's ``TrialRecord`` as it is logged (a success table)."""
     from r2s2r.eval.policies import open_policy
     from r2s2r.eval.protocol import load_protocol
     from r2s2r.eval.runner import EvalSetup, TwinRigs
@@ -126,6 +128,8 @@ def evaluate(
         def hook(done: int, total: int, successes: int, last: Any) -> None:
             text = f"sorted {successes}/{done}" + (f", last {last.outcome}" if last else "")
             report(progress, "eval", done, total, text)
+            if on_trial is not None and last is not None:
+                on_trial(last)
 
         stop = (lambda: cancel.cancelled) if cancel is not None else None
         return run_trials(setup, source, rigs, judge, hook, stop)
@@ -149,3 +153,10 @@ def _hardware(request: EvalRequest, keys: KeySource, prompt: Callable[[str], str
 
     rig = HardwareRig.from_config(request.config, prompt)
     return HardwareRigs(rig, load_task("pick_sort"), load_world("nominal"), prompt), KeyJudge(keys)
+
+
+def write_report(dirs: list[Path], out: Path) -> Path:
+    """``r2s2r report DIRS --out OUT``: the evaluation report of ``dirs``; its HTML file."""
+    from r2s2r.eval.report import write_report as write
+
+    return Path(write(dirs, out).html)

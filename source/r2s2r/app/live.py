@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 import cv2
 import numpy as np
 
+from r2s2r.rig.interfaces import Rig
+from r2s2r.rig.safety import SafetySupervisor
 from r2s2r.runtime.episode import ChunkLog, StepLog
 
 BUDGET_MS = 20.0
@@ -36,6 +38,69 @@ _BACKGROUND = (24, 24, 28)
 
 
 @dataclass(frozen=True)
+class SafetyState:
+    """The safety supervisor at one moment: the latched emergency stop, each arm's mode
+    (``active``, ``holding`` or ``stopped``) and the latest event (which limit fired)."""
+
+    estopped: bool
+    modes: dict[str, str]
+    last_event: str
+    events: int
+
+    @property
+    def state(self) -> str:
+        """``stopped`` (e-stop latched or an arm stopped), ``holding`` or ``armed``."""
+        if self.estopped or "stopped" in self.modes.values():
+            return "stopped"
+        return "holding" if "holding" in self.modes.values() else "armed"
+
+
+@dataclass(frozen=True)
+class RigSnapshot:
+    """What a rig's devices read at one moment, for live views and plots."""
+
+    t: float  # Rig seconds.
+    views: dict[str, np.ndarray]  # Camera name -> (H, W, 3) uint8 RGB.
+    tcp: dict[str, np.ndarray]  # Arm side -> TCP pose (7,).
+    arm_q: dict[str, np.ndarray]  # Arm side -> joint positions (7,).
+    hand_q: dict[str, np.ndarray]  # Hand side -> joint positions (20,).
+    belt_speed: float  # m/s.
+    safety: SafetyState
+
+
+def safety_state(sup: SafetySupervisor) -> SafetyState:
+    """``sup``'s state now (thread-safe)."""
+    events = list(sup.events)
+    modes = {side: sup.arm(side).mode for side in sup.embodiment.sides}
+    estopped = sup.estopped
+    # A command refused because the stop is latched only echoes the stop: the stop is what
+    # fired.
+    fired = [e for e in events if not (e.kind == "rejected" and "latched" in e.detail)]
+    last = fired[-1] if fired else None
+    text = "" if last is None else f"{last.stamp:.2f} s {last.device} {last.kind}: {last.detail}"
+    return SafetyState(estopped, modes, text, len(events))
+
+
+def snapshot(
+    rig: Rig, sup: SafetySupervisor, views: dict[str, np.ndarray] | None = None
+) -> RigSnapshot:
+    """Read every device of ``rig`` once (``views``: images already read this period)."""
+    if views is None:
+        views = {name: cam.read().image for name, cam in rig.cameras.items()}
+    arms = {side: arm.state() for side, arm in rig.arms.items()}
+    hands = {side: hand.state().q for side, hand in rig.hands.items()}
+    return RigSnapshot(
+        rig.now(),
+        dict(views),
+        {side: s.tcp_pose.copy() for side, s in arms.items()},
+        {side: s.q.copy() for side, s in arms.items()},
+        {side: np.asarray(q).copy() for side, q in hands.items()},
+        float(rig.conveyor.speed()),
+        safety_state(sup),
+    )
+
+
+@dataclass(frozen=True)
 class LiveFrame:
     """The state of a deployment at one period."""
 
@@ -47,6 +112,8 @@ class LiveFrame:
     chunks: Sequence[ChunkLog]  # The episode's recent chunks, oldest first.
     status: str = ""
     events: list[str] = field(default_factory=list)  # Recent safety events, as text.
+    # The rig's devices at this period (TCP, joints, belt, safety), where the caller asks.
+    rig: RigSnapshot | None = None
 
 
 def _period_stats(steps: Sequence[StepLog]) -> tuple[float, float, float]:

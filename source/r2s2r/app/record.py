@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from r2s2r.app.jobs import Cancel, ProgressFn, RequestError, report
-from r2s2r.data.record import KeySource, Take
+from r2s2r.app.live import RigSnapshot, snapshot
+from r2s2r.data.record import FrameRecord, KeySource, QueuedKeys, Take
 from r2s2r.spec import Spec
 
 log = logging.getLogger("r2s2r.app")
+# What a caller drives and reads takes with (a GUI pushes keys into ``QueuedKeys``).
+__all__ = ["FrameRecord", "KeySource", "QueuedKeys", "RecordRequest", "RecordResult", "record"]
 
 
 class RecordRequest(Spec):
@@ -90,9 +94,13 @@ def record(
     keys: KeySource | None = None,
     progress: ProgressFn | None = None,
     cancel: Cancel | None = None,
+    on_frame: Callable[[FrameRecord, RigSnapshot], None] | None = None,
+    estop: Any = None,
 ) -> RecordResult:
     """Record ``request.episodes`` episodes (``keys`` drive the takes unless scripted);
-    cancelling discards the take in progress and keeps every saved episode."""
+    cancelling discards the take in progress and keeps every saved episode. ``on_frame``
+    gets every recorded frame with the rig's devices read at it (live views and plots);
+    ``estop`` (an ``EmergencyStop``) stops the arms from any thread."""
     from r2s2r.data import CameraCfg, DatasetCfg, DatasetWriter, VideoCfg
     from r2s2r.data.record import Recorder
 
@@ -118,6 +126,15 @@ def record(
             env_state=request.rig == "twin",
         )
         source = _CancelKeys(keys, cancel) if cancel is not None else keys
+        if estop is not None:
+            estop.attach(teleop.sup)
+        hook = None
+        if on_frame is not None:
+            sup = teleop.sup
+
+            def hook(frame: FrameRecord) -> None:
+                on_frame(frame, snapshot(rig, sup, frame.images or None))
+
         with DatasetWriter(request.out, cfg) as writer:
             recorder = Recorder(
                 rig,
@@ -128,6 +145,7 @@ def record(
                 world,
                 {**meta, "seed": request.seed},
                 request.max_seconds,
+                on_frame=hook,
             )
             bar = _Bar(progress, request.episodes)
             takes = recorder.run(
