@@ -1,0 +1,164 @@
+"""Parity of the Isaac Lab env with the core's MuJoCo cell: one command sequence, two sims.
+
+The core's ``PickSortEnv`` (MuJoCo C on the CPU) runs the scripted picker closed loop; its
+actions are then replayed open loop in the Isaac Lab env (Newton's MuJoCo Warp solver), from
+the same spawn (object, belt speed, lateral offset, yaw). Compared per control step: both
+TCP poses (position error in mm, orientation error in degrees) and, at the end, the object's
+status and position.
+
+    python -m r2s2r_isaaclab.parity --seed 0 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+from r2s2r.geometry.rotations import quat_conj, quat_mul
+from r2s2r.sim.env import PickSortEnv
+from r2s2r.sim.scripted import ScriptedPicker
+
+
+@dataclass(frozen=True)
+class Reference:
+    """The core cell's episode: actions (T, A), TCP poses after each step (T, S, 7), and how
+    it ended."""
+
+    actions: np.ndarray
+    tcp: np.ndarray
+    objects: list[str]
+    spawn: tuple[float, np.ndarray, np.ndarray]
+    status: list[str]
+    object_pos: np.ndarray  # (S, 3) at the end
+    success: bool
+
+
+def core_reference(seed: int, world: str = "nominal", max_steps: int | None = None) -> Reference:
+    """The scripted picker's episode ``seed`` in the core's MuJoCo cell."""
+    env = PickSortEnv(world=world, images=False)
+    obs, info = env.reset(seed=seed)
+    picker = ScriptedPicker(env)
+    picker.reset(obs, info)
+    cell = env.cell
+    spawn = (float(cell.belt_speed[0]), cell.spawn_xy[0, :, 1].copy(), cell.spawn_yaw[0].copy())
+    actions, tcp = [], []
+    limit = max_steps or cell.max_steps
+    for _ in range(limit):
+        action = picker.act(obs, info)
+        obs, _, terminated, truncated, info = env.step(action)
+        actions.append(action)
+        tcp.append(obs["tcp_pose"].copy())
+        if terminated or truncated:
+            break
+    return Reference(
+        np.array(actions),
+        np.array(tcp),
+        list(info["object_names"]),
+        spawn,
+        list(info["object_status"]),
+        np.asarray(info["object_pos"]).copy(),
+        bool(info["success"]),
+    )
+
+
+@dataclass(frozen=True)
+class Parity:
+    """How far the Isaac Lab env's replay is from the core cell's episode."""
+
+    steps: int
+    tcp_pos_max_mm: float
+    tcp_pos_rms_mm: float
+    tcp_rot_max_deg: float
+    object_pos_err_mm: float
+    core_status: list[str]
+    isaac_status: list[str]
+    core_success: bool
+    isaac_success: bool
+    replay_s: float
+
+
+def replay(env: Any, ref: Reference, progress: bool = False) -> tuple[np.ndarray, dict[str, Any]]:
+    """Replay ``ref``'s actions in world 0 of ``env`` (a ``PickSortIsaacEnv``, every world
+    given the same actions) from its spawn; returns the TCP poses (T, S, 7) and the last
+    info of world 0."""
+    from r2s2r.sim.cell import STATUS_NAMES
+
+    env.reset(seed=0)
+    n = env.num_envs
+    worlds = np.arange(n)
+    env.cell.reset(
+        worlds,
+        [np.random.default_rng(0) for _ in worlds],
+        ref.objects,
+        (ref.spawn[0], ref.spawn[1], ref.spawn[2]),
+    )
+    tcp = []
+    info: dict[str, Any] = {}
+    for action in tqdm(ref.actions, desc="replay", disable=not progress):
+        obs, _, _, _, info = env.step(np.tile(action, (n, 1)))
+        tcp.append(obs["tcp_pose"][0].copy())
+    last = {
+        "status": [STATUS_NAMES[s] for s in info["status"][0]],
+        "object_pos": info["object_pos"][0],
+        "success": bool(env.cell.success[0]),
+    }
+    return np.array(tcp), last
+
+
+def compare(ref: Reference, tcp: np.ndarray, last: dict[str, Any], replay_s: float) -> Parity:
+    """The errors between the core's episode and the replay."""
+    pos_err = np.linalg.norm(tcp[..., :3] - ref.tcp[..., :3], axis=-1) * 1e3
+    dq = quat_mul(quat_conj(ref.tcp[..., 3:]), tcp[..., 3:])
+    rot_err = np.degrees(2 * np.arccos(np.clip(np.abs(dq[..., 0]), 0.0, 1.0)))
+    return Parity(
+        steps=len(ref.actions),
+        tcp_pos_max_mm=float(pos_err.max()),
+        tcp_pos_rms_mm=float(np.sqrt((pos_err**2).mean())),
+        tcp_rot_max_deg=float(rot_err.max()),
+        object_pos_err_mm=float(np.linalg.norm(last["object_pos"] - ref.object_pos, axis=-1).max())
+        * 1e3,
+        core_status=ref.status,
+        isaac_status=last["status"],
+        core_success=ref.success,
+        isaac_success=last["success"],
+        replay_s=replay_s,
+    )
+
+
+def run(seed: int, task_id: str, num_envs: int = 1, progress: bool = False) -> Parity:
+    """The parity of ``task_id``'s env with the core cell on episode ``seed``."""
+    import r2s2r_isaaclab
+
+    cfg = r2s2r_isaaclab.make_env_cfg(task_id, device="cpu", num_envs=num_envs)
+    ref = core_reference(seed, world=cfg.world)
+    env = r2s2r_isaaclab.make_env(task_id, device="cpu", num_envs=num_envs)
+    start = time.perf_counter()
+    tcp, last = replay(env, ref, progress)
+    return compare(ref, tcp, last, time.perf_counter() - start)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m r2s2r_isaaclab.parity", description=__doc__)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--task", default="Isaac-R2S2R-PickSort-Ungrounded-v0")
+    parser.add_argument("--num-envs", type=int, default=1)
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    args = parser.parse_args(argv)
+    result = run(args.seed, args.task, args.num_envs, progress=not args.json)
+    if args.json:
+        print(json.dumps(asdict(result)))
+    else:
+        for key, value in asdict(result).items():
+            print(f"{key:20s} {value}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
