@@ -7,6 +7,7 @@ variants build; the recorded demo is the core's scripted picker on the core's Mu
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from dataclasses import dataclass
@@ -18,10 +19,12 @@ import pytest
 pytest.importorskip("isaaclab", reason="needs Isaac Lab: make isaaclab-setup; make test-isaaclab")
 
 _ROOT = Path(__file__).resolve().parents[2]
-try:
-    import r2s2r_isaaclab  # noqa: F401
-except ImportError:  # Not installed: run from the source tree.
+_found = importlib.util.find_spec("r2s2r_isaaclab")
+if _found is None or _found.origin is None:
+    # Not installed (or only source/r2s2r_isaaclab, the project folder, seen as a namespace
+    # package): run from the source tree.
     sys.path.insert(0, str(_ROOT / "source" / "r2s2r_isaaclab"))
+    sys.modules.pop("r2s2r_isaaclab", None)
 
 from r2s2r.paths import CONFIG_DIR_ENV  # noqa: E402
 from r2s2r.spec.worlds import load_world  # noqa: E402

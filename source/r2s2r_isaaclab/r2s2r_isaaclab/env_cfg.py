@@ -10,6 +10,7 @@ Mimic tasks, Isaac Lab's ``MimicEnvCfg``.
 from __future__ import annotations
 
 import sys
+from typing import cast
 
 from isaaclab.envs import DirectRLEnvCfg
 from isaaclab.envs.mimic_env_cfg import MimicEnvCfg, SubTaskConfig
@@ -19,6 +20,7 @@ from isaaclab.utils import configclass
 from isaaclab_newton.physics import MJWarpSolverCfg, NewtonCfg
 
 from r2s2r.sim.contract import Contract
+from r2s2r.sim.embodiment import ACTION_MODES, ActionMode
 from r2s2r.sim.scene import build_scene
 from r2s2r.spec import TaskSpec, WorldSpec
 from r2s2r.spec.conditions import apply_condition
@@ -55,6 +57,7 @@ class PickSortEnvCfg(DirectRLEnvCfg):
     # copy of each world) and the presented object's pose.
     images: bool = False
     env_state: bool = False
+    sim: SimulationCfg = SimulationCfg()
     scene: InteractiveSceneCfg = InteractiveSceneCfg(num_envs=2, env_spacing=3.0)
     # Filled from the specs in __post_init__.
     decimation: int = 0
@@ -67,8 +70,10 @@ class PickSortEnvCfg(DirectRLEnvCfg):
         self.sim = newton_sim_cfg(world, self.sim.device)
         self.decimation = max(1, round(1.0 / (task.control_hz * world.timestep)))
         self.episode_length_s = task.episode_s
-        embodiment = build_scene(task, world, action_mode=self.action_mode).embodiment  # type: ignore[arg-type]
-        contract = Contract.of(embodiment, self.action_mode)  # type: ignore[arg-type]
+        if self.action_mode not in ACTION_MODES:
+            raise ValueError(f"action_mode: one of {ACTION_MODES}, got {self.action_mode!r}")
+        mode = cast(ActionMode, self.action_mode)
+        contract = Contract.of(build_scene(task, world, action_mode=mode).embodiment, mode)
         self.action_space = contract.action_dim
         self.observation_space = contract.state_dim
 
