@@ -90,6 +90,8 @@ def test_a_built_wheel_ships_the_presets(tmp_path: Path) -> None:
     (wheel,) = wheels.glob("r2s2r-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert {"r2s2r/presets/task/pick_sort.yaml", "r2s2r/presets/world/nominal.yaml"} <= set(names)
+    # The Isaac Lab extension beside the core in source/ is its own package.
+    assert not [n for n in names if n.startswith("r2s2r_isaaclab")]
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
     (tmp_path / "empty").mkdir()

@@ -41,3 +41,21 @@ def test_build_and_step_a_few_envs(env):
     np.testing.assert_allclose(travelled, expected, rtol=0.2)
     with pytest.raises(ValueError, match="actions must have shape"):
         env.step(hold[:1])
+
+
+# Parity tolerances (the core cell on MuJoCo C, float64; the env on MuJoCo Warp, float32, with
+# the Cartesian controller's delay emulated): TCP position and orientation over the whole
+# episode, and where the object ends up.
+TCP_TOL_MM, ROT_TOL_DEG, OBJECT_TOL_MM = 5.0, 2.0, 30.0
+
+
+def test_parity_with_the_core_cell():
+    from r2s2r_isaaclab.parity import run
+
+    result = run(seed=0, task_id="Isaac-R2S2R-PickSort-Ungrounded-v0")
+    assert result.core_success and result.core_status == ["sorted"]
+    assert result.isaac_status == result.core_status
+    assert result.isaac_success
+    assert result.tcp_pos_max_mm < TCP_TOL_MM, result
+    assert result.tcp_rot_max_deg < ROT_TOL_DEG, result
+    assert result.object_carry_max_mm < OBJECT_TOL_MM, result

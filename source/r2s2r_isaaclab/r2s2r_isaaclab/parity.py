@@ -38,6 +38,7 @@ class Reference:
     status: list[str]
     object_pos: np.ndarray  # (S, 3) at the end
     success: bool
+    object_traj: np.ndarray  # (T, 3) the presented object after each step
 
 
 def core_reference(seed: int, world: str = "nominal", max_steps: int | None = None) -> Reference:
@@ -48,13 +49,14 @@ def core_reference(seed: int, world: str = "nominal", max_steps: int | None = No
     picker.reset(obs, info)
     cell = env.cell
     spawn = (float(cell.belt_speed[0]), cell.spawn_xy[0, :, 1].copy(), cell.spawn_yaw[0].copy())
-    actions, tcp = [], []
+    actions, tcp, traj = [], [], []
     limit = max_steps or cell.max_steps
     for _ in range(limit):
         action = picker.act(obs, info)
         obs, _, terminated, truncated, info = env.step(action)
         actions.append(action)
         tcp.append(obs["tcp_pose"].copy())
+        traj.append(np.asarray(info["object_pos"])[0].copy())
         if terminated or truncated:
             break
     return Reference(
@@ -65,6 +67,7 @@ def core_reference(seed: int, world: str = "nominal", max_steps: int | None = No
         list(info["object_status"]),
         np.asarray(info["object_pos"]).copy(),
         bool(info["success"]),
+        np.array(traj),
     )
 
 
@@ -72,11 +75,18 @@ def core_reference(seed: int, world: str = "nominal", max_steps: int | None = No
 class Parity:
     """How far the Isaac Lab env's replay is from the core cell's episode."""
 
+    # Control steps of the core's episode and of the replay (each ends when its object is
+    # judged; the TCP errors are over the steps both ran).
     steps: int
+    isaac_steps: int
     tcp_pos_max_mm: float
     tcp_pos_rms_mm: float
     tcp_rot_max_deg: float
-    object_pos_err_mm: float
+    # The presented object: its largest distance from the core's over the steps both ran,
+    # over those before the hand lets go of it (the release), and at each episode's end.
+    object_max_mm: float
+    object_carry_max_mm: float
+    object_end_err_mm: float
     core_status: list[str]
     isaac_status: list[str]
     core_success: bool
@@ -86,8 +96,8 @@ class Parity:
 
 def replay(env: Any, ref: Reference, progress: bool = False) -> tuple[np.ndarray, dict[str, Any]]:
     """Replay ``ref``'s actions in world 0 of ``env`` (a ``PickSortIsaacEnv``, every world
-    given the same actions) from its spawn; returns the TCP poses (T, S, 7) and the last
-    info of world 0."""
+    given the same actions) from its spawn until world 0's episode ends; returns the TCP
+    poses (T', S, 7) and world 0's status, object position and success at its end."""
     from r2s2r.sim.cell import STATUS_NAMES
 
     env.reset(seed=0)
@@ -99,30 +109,49 @@ def replay(env: Any, ref: Reference, progress: bool = False) -> tuple[np.ndarray
         ref.objects,
         (ref.spawn[0], ref.spawn[1], ref.spawn[2]),
     )
-    tcp = []
+    tcp, traj = [], []
     info: dict[str, Any] = {}
     for action in tqdm(ref.actions, desc="replay", disable=not progress):
-        obs, _, _, _, info = env.step(np.tile(action, (n, 1)))
+        obs, _, terminated, truncated, info = env.step(np.tile(action, (n, 1)))
         tcp.append(obs["tcp_pose"][0].copy())
+        traj.append(info["object_pos"][0, 0].copy())
+        # World 0's episode is over (its next step would start a new one).
+        if terminated[0] or truncated[0]:
+            break
     last = {
         "status": [STATUS_NAMES[s] for s in info["status"][0]],
-        "object_pos": info["object_pos"][0],
+        "object_pos": info["object_pos"][0].copy(),
         "success": bool(env.cell.success[0]),
+        "object_traj": np.array(traj),
     }
     return np.array(tcp), last
 
 
 def compare(ref: Reference, tcp: np.ndarray, last: dict[str, Any], replay_s: float) -> Parity:
     """The errors between the core's episode and the replay."""
-    pos_err = np.linalg.norm(tcp[..., :3] - ref.tcp[..., :3], axis=-1) * 1e3
-    dq = quat_mul(quat_conj(ref.tcp[..., 3:]), tcp[..., 3:])
+    isaac_steps = len(tcp)
+    n = min(isaac_steps, len(ref.tcp))
+    tcp, ref_tcp = tcp[:n], ref.tcp[:n]
+    pos_err = np.linalg.norm(tcp[..., :3] - ref_tcp[..., :3], axis=-1) * 1e3
+    dq = quat_mul(quat_conj(ref_tcp[..., 3:]), tcp[..., 3:])
     rot_err = np.degrees(2 * np.arccos(np.clip(np.abs(dq[..., 0]), 0.0, 1.0)))
+    obj_err = np.linalg.norm(last["object_traj"][:n] - ref.object_traj[:n], axis=-1) * 1e3
+    # The release: the first step at which the recorded hand command opens (its joint
+    # targets' sum drops below half its largest value) after having closed.
+    hands = np.abs(ref.actions.reshape(len(ref.actions), tcp.shape[1], -1)[..., 7:]).sum(-1)
+    grip = hands.max(axis=1)
+    closed = np.flatnonzero(grip > 0.5 * grip.max())
+    after = closed[0] + np.flatnonzero(grip[closed[0] :] < 0.5 * grip.max()) if len(closed) else []
+    release = int(after[0]) if len(after) else n
     return Parity(
         steps=len(ref.actions),
+        isaac_steps=isaac_steps,
         tcp_pos_max_mm=float(pos_err.max()),
         tcp_pos_rms_mm=float(np.sqrt((pos_err**2).mean())),
         tcp_rot_max_deg=float(rot_err.max()),
-        object_pos_err_mm=float(np.linalg.norm(last["object_pos"] - ref.object_pos, axis=-1).max())
+        object_max_mm=float(obj_err.max()),
+        object_carry_max_mm=float(obj_err[: min(release, n)].max()),
+        object_end_err_mm=float(np.linalg.norm(last["object_pos"] - ref.object_pos, axis=-1).max())
         * 1e3,
         core_status=ref.status,
         isaac_status=last["status"],
@@ -132,13 +161,23 @@ def compare(ref: Reference, tcp: np.ndarray, last: dict[str, Any], replay_s: flo
     )
 
 
-def run(seed: int, task_id: str, num_envs: int = 1, progress: bool = False) -> Parity:
-    """The parity of ``task_id``'s env with the core cell on episode ``seed``."""
+def run(
+    seed: int,
+    task_id: str,
+    num_envs: int = 1,
+    progress: bool = False,
+    mujoco_cpu: bool = False,
+) -> Parity:
+    """The parity of ``task_id``'s env with the core cell on episode ``seed``; with
+    ``mujoco_cpu`` Newton's solver runs MuJoCo C instead of MuJoCo Warp (one world)."""
+    import gymnasium as gym
+
     import r2s2r_isaaclab
 
     cfg = r2s2r_isaaclab.make_env_cfg(task_id, device="cpu", num_envs=num_envs)
+    cfg.sim.physics.solver_cfg.use_mujoco_cpu = mujoco_cpu
     ref = core_reference(seed, world=cfg.world)
-    env = r2s2r_isaaclab.make_env(task_id, device="cpu", num_envs=num_envs)
+    env = gym.make(task_id, cfg=cfg).unwrapped
     start = time.perf_counter()
     tcp, last = replay(env, ref, progress)
     return compare(ref, tcp, last, time.perf_counter() - start)
@@ -149,9 +188,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--task", default="Isaac-R2S2R-PickSort-Ungrounded-v0")
     parser.add_argument("--num-envs", type=int, default=1)
+    parser.add_argument(
+        "--mujoco-cpu", action="store_true", help="Newton's solver on MuJoCo C, not MuJoCo Warp"
+    )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args(argv)
-    result = run(args.seed, args.task, args.num_envs, progress=not args.json)
+    result = run(args.seed, args.task, args.num_envs, not args.json, args.mujoco_cpu)
     if args.json:
         print(json.dumps(asdict(result)))
     else:

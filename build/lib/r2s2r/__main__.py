@@ -1,0 +1,3 @@
+from r2s2r.cli import main
+
+main()

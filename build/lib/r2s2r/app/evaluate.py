@@ -1,0 +1,151 @@
+"""Evaluating a policy under a protocol, as a service: ``r2s2r eval`` and the GUIs call it.
+
+``evaluate(request, progress, cancel)`` opens the policy (a run, a server, the twin's
+scripted operator or the planner) and the rig, and runs the protocol's trials not yet in
+``request.out`` (``r2s2r.eval.runner``). Cancelling drops the trial in progress and keeps
+every logged one; the same request continues where it stopped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import field_validator, model_validator
+
+from r2s2r.app.jobs import Cancel, ProgressFn, RequestError, report
+from r2s2r.data.record import KeySource
+from r2s2r.eval.runner import EvalResult, video_every
+from r2s2r.runtime import RuntimeCfg
+from r2s2r.spec import Spec
+from r2s2r.spec.base import NonNegInt, PosInt
+
+
+class EvalRequest(Spec):
+    """One evaluation: the policy, the rig, the protocol and where the trials go."""
+
+    out: Path
+    # A training run folder, "scripted" (the twin's operator) or "planned" (the planner);
+    # or ``server`` "HOST:PORT" of a policy server (exactly one of the two).
+    policy: str | None = None
+    server: str | None = None
+    # The policy server's token, if it asks for one.
+    token: str | None = None
+    rig: Literal["twin", "hardware"] = "twin"
+    # The cell's hardware YAML (--rig hardware).
+    config: Path | None = None
+    # A protocol name (``r2s2r.eval.protocol.PROTOCOLS``) or a protocol YAML.
+    protocol: str = "paper"
+    # Run the first N trials of the protocol's list (None: all).
+    trials: PosInt | None = None
+    # The protocol seed: the trial list's.
+    seed: NonNegInt = 0
+    runtime: RuntimeCfg = RuntimeCfg()
+    # Trials recorded into DIR/rollouts (with video): all, none, or every N-th ("N").
+    video: str = "all"
+    # The twin's camera views, px (even: they are H.264 videos).
+    image_size: PosInt = 256
+    # Where a learned policy runs ("auto": CUDA where there is a GPU).
+    device: str = "auto"
+
+    @field_validator("video")
+    @classmethod
+    def _video(cls, value: str) -> str:
+        video_every(value)
+        return value
+
+    @field_validator("image_size")
+    @classmethod
+    def _even(cls, value: int) -> int:
+        if value % 2 or value < 16:
+            raise ValueError(f"expected an even size of at least 16 px, got {value}")
+        return value
+
+    @model_validator(mode="after")
+    def _one_policy(self) -> EvalRequest:
+        if (self.policy is None) == (self.server is None):
+            raise ValueError(
+                "name the policy: --policy RUN|scripted|planned or --server HOST:PORT (exactly one)"
+            )
+        return self
+
+
+def check_request(request: EvalRequest) -> None:
+    """Refuse a request that cannot run, before anything is opened."""
+    if request.rig != "hardware":
+        return
+    if request.config is None:
+        raise RequestError("--rig hardware needs --config PATH (the cell's hardware YAML)")
+    if request.policy in ("scripted", "planned"):
+        raise RequestError(
+            f"--policy {request.policy} runs only on the twin: the scripted operator reads the "
+            "twin's cell, the planner needs object poses the real cell does not track"
+        )
+
+
+def evaluate(
+    request: EvalRequest,
+    progress: ProgressFn | None = None,
+    cancel: Cancel | None = None,
+    keys: KeySource | None = None,
+    prompt: Callable[[str], str] = input,
+) -> EvalResult:
+    """Run the request's trials not yet logged in ``request.out``. On the real cell the
+    operator is asked (``prompt``) to set each trial up and judges it by ``keys``."""
+    from r2s2r.eval.policies import open_policy
+    from r2s2r.eval.protocol import load_protocol
+    from r2s2r.eval.runner import EvalSetup, TwinRigs
+    from r2s2r.eval.runner import evaluate as run_trials
+
+    check_request(request)
+    if request.rig == "hardware" and keys is None:
+        raise RequestError("--rig hardware needs a key source: the operator judges each trial")
+    protocol = load_protocol(request.protocol)
+    # The hardware rig keeps every trial's video: the operator's verdict can be checked.
+    video = "all" if request.rig == "hardware" else request.video
+    setup = EvalSetup(
+        out=request.out,
+        protocol=protocol,
+        protocol_seed=request.seed,
+        trials=request.trials,
+        rig=request.rig,
+        runtime=request.runtime,
+        video=video,
+    )
+    source = open_policy(request.policy, request.server, request.token, request.device)
+    rigs: Any = None
+    try:
+        judge: Any = None
+        if request.rig == "hardware":
+            assert keys is not None
+            rigs, judge = _hardware(request, keys, prompt)
+        else:
+            rigs = TwinRigs(request.image_size)
+
+        def hook(done: int, total: int, successes: int, last: Any) -> None:
+            text = f"sorted {successes}/{done}" + (f", last {last.outcome}" if last else "")
+            report(progress, "eval", done, total, text)
+
+        stop = (lambda: cancel.cancelled) if cancel is not None else None
+        return run_trials(setup, source, rigs, judge, hook, stop)
+    finally:
+        source.close()
+        if rigs is not None and hasattr(rigs, "close"):
+            rigs.close()
+
+
+def _hardware(request: EvalRequest, keys: KeySource, prompt: Callable[[str], str]) -> Any:
+    assert request.config is not None
+    try:
+        from r2s2r.rig.hardware import HardwareRig
+    except ImportError as err:
+        raise RequestError(
+            "the hardware rig is not available in this installation "
+            f"(r2s2r.rig.hardware.HardwareRig could not be imported: {err})"
+        ) from err
+    from r2s2r.eval.hardware import HardwareRigs, KeyJudge
+    from r2s2r.spec.worlds import load_task, load_world
+
+    rig = HardwareRig.from_config(request.config, prompt)
+    return HardwareRigs(rig, load_task("pick_sort"), load_world("nominal"), prompt), KeyJudge(keys)

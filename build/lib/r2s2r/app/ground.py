@@ -1,0 +1,92 @@
+"""World grounding as a service: capture through a rig, ground, write the grounded world."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from r2s2r.app.jobs import Cancel, ProgressFn, report
+from r2s2r.app.rigs import open_rig
+from r2s2r.ground.grounding import Grounding
+from r2s2r.spec import Spec, TaskSpec, WorldSpec
+
+STAGES = ("capture", "ground", "write")
+
+
+class GroundRequest(Spec):
+    """Where to capture (or which capture to reuse) and through which rig."""
+
+    out: Path
+    rig: Literal["twin", "hardware"] = "twin"
+    # Twin seed (also seeds the excitation and replay commands).
+    seed: int = 0
+    # The cell's hardware YAML (hardware rig only).
+    config: Path | None = None
+    # Ground an existing capture in ``out`` and capture nothing.
+    reuse: bool = False
+
+
+@dataclass(frozen=True)
+class GroundResult:
+    grounding: Grounding
+    # The grounded WorldSpec, written last and atomically, and the report beside it.
+    world_path: Path
+    report_path: Path
+
+    def summary(self) -> dict[str, Any]:
+        return self.grounding.summary()
+
+
+def capture(
+    request: GroundRequest, progress: ProgressFn | None = None, cancel: Cancel | None = None
+) -> tuple[TaskSpec, WorldSpec]:
+    """Capture board views, RGB-D of the cell and the excitation recordings into ``out``;
+    returns the rig's task and nominal world."""
+    from r2s2r.ground.pipeline import capture_all
+
+    rig, task, nominal = open_rig(request.rig, request.seed, request.config, native_cameras=True)
+    try:
+        report(progress, "capture", 0, 1)
+        capture_all(
+            rig,
+            request.out,
+            nominal,
+            seed=request.seed,
+            progress=progress is None,
+            check=_check(cancel),
+        )
+        report(progress, "capture", 1, 1)
+    finally:
+        rig.close()
+    return task, nominal
+
+
+def ground(
+    request: GroundRequest, progress: ProgressFn | None = None, cancel: Cancel | None = None
+) -> GroundResult:
+    """Capture (unless ``reuse``), calibrate, register and identify; write ``out/grounded.yaml``
+    and ``out/report.md``. A cancelled run writes no ``grounded.yaml``."""
+    from r2s2r.ground.pipeline import ground_all, write_grounding
+    from r2s2r.spec.worlds import load_task, load_world
+
+    if request.reuse:
+        task, nominal = load_task("pick_sort"), load_world("nominal")
+    else:
+        task, nominal = capture(request, progress, cancel)
+    report(progress, "ground", 0, 1)
+    result = ground_all(request.out, nominal, task, progress=progress is None, check=_check(cancel))
+    report(progress, "ground", 1, 1)
+    if cancel is not None:
+        cancel.check("grounding")
+    path = write_grounding(result, request.out)
+    report(progress, "write", 1, 1)
+    return GroundResult(result, path, request.out / "report.md")
+
+
+def _check(cancel: Cancel | None) -> Callable[[], None] | None:
+    """The pipeline's check between stages: raises ``Cancelled`` once ``cancel`` is set."""
+    if cancel is None:
+        return None
+    return lambda: cancel.check("grounding")

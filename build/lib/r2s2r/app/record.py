@@ -1,0 +1,202 @@
+"""Recording teleoperated demonstrations from a rig into a dataset, as a service."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from r2s2r.app.jobs import Cancel, ProgressFn, RequestError, report
+from r2s2r.data.record import KeySource, Take
+from r2s2r.spec import Spec
+
+log = logging.getLogger("r2s2r.app")
+
+
+class RecordRequest(Spec):
+    """What to record, and from which rig."""
+
+    out: Path
+    rig: Literal["twin", "hardware"] = "twin"
+    # Episodes to save (discarded takes do not count).
+    episodes: int = 10
+    # Twin and scripted-operator seed.
+    seed: int = 0
+    # The scripted operator's own seed (its per-take style), where it differs from ``seed``:
+    # the same twin and instances with another operator's takes (default: ``seed``).
+    operator_seed: int | None = None
+    # Pace the twin to the wall clock.
+    realtime: bool = False
+    # Takes run by themselves (the twin's scripted operator), or are driven from keys.
+    scripted: bool = True
+    # The cell's hardware YAML and the tracker calibration YAML (hardware rig only).
+    config: Path | None = None
+    calibration: Path | None = None
+    # Twin camera views, px (0: record no views).
+    image_size: int = 256
+    lossless: bool = False
+    # Take length limit in seconds (default: the task's episode length).
+    max_seconds: float | None = None
+
+
+@dataclass(frozen=True)
+class RecordResult:
+    out: Path
+    takes: list[Take]
+
+    @property
+    def saved(self) -> list[Take]:
+        return [t for t in self.takes if t.decision == "saved"]
+
+    @property
+    def successful(self) -> int:
+        return sum(t.success for t in self.saved)
+
+    @property
+    def discarded(self) -> int:
+        return len(self.takes) - len(self.saved)
+
+
+class _CancelKeys:
+    """Keys from ``inner`` (or none), with ``q`` (discard the take and stop) on cancel."""
+
+    def __init__(self, inner: KeySource | None, cancel: Cancel) -> None:
+        self.inner, self.cancel = inner, cancel
+
+    def poll(self) -> str | None:
+        if self.cancel.cancelled:
+            return "q"
+        return self.inner.poll() if self.inner is not None else None
+
+
+class _Bar:
+    """The recorder's progress hooks (``update``, ``set_postfix``) as progress reports."""
+
+    def __init__(self, progress: ProgressFn | None, total: int) -> None:
+        self.progress, self.total, self.saved = progress, total, 0
+
+    def update(self, n: int) -> None:
+        self.saved += n
+        report(self.progress, "record", self.saved, self.total)
+
+    def set_postfix(self, **fields: Any) -> None:
+        text = ", ".join(f"{k}={v}" for k, v in fields.items())
+        report(self.progress, "record", self.saved, self.total, text)
+
+
+def record(
+    request: RecordRequest,
+    keys: KeySource | None = None,
+    progress: ProgressFn | None = None,
+    cancel: Cancel | None = None,
+) -> RecordResult:
+    """Record ``request.episodes`` episodes (``keys`` drive the takes unless scripted);
+    cancelling discards the take in progress and keeps every saved episode."""
+    from r2s2r.data import CameraCfg, DatasetCfg, DatasetWriter, VideoCfg
+    from r2s2r.data.record import Recorder
+
+    check_request(request)
+    if not request.scripted and keys is None:
+        raise RequestError("recording with --keyboard needs a key source")
+    rig, tracker, teleop, task, world, meta = (
+        _hardware(request) if request.rig == "hardware" else _twin(request)
+    )
+    try:
+        cameras: tuple[CameraCfg, ...] = ()
+        if request.image_size:
+            first = {name: cam.read().image for name, cam in rig.cameras.items()}
+            cameras = tuple(
+                CameraCfg(name=n, height=i.shape[0], width=i.shape[1]) for n, i in first.items()
+            )
+        # The twin tracks the presented object, so its datasets carry the object's pose (the
+        # environment state that demo adaptation needs); the real cell has no tracker yet.
+        cfg = DatasetCfg(
+            cameras=cameras,
+            embodiment=rig.embodiment,
+            video=VideoCfg(lossless=request.lossless),
+            env_state=request.rig == "twin",
+        )
+        source = _CancelKeys(keys, cancel) if cancel is not None else keys
+        with DatasetWriter(request.out, cfg) as writer:
+            recorder = Recorder(
+                rig,
+                tracker,
+                teleop,
+                writer,
+                task,
+                world,
+                {**meta, "seed": request.seed},
+                request.max_seconds,
+            )
+            bar = _Bar(progress, request.episodes)
+            takes = recorder.run(
+                request.episodes, source, interactive=not request.scripted, progress=bar
+            )
+    finally:
+        rig.close()
+    return RecordResult(request.out, takes)
+
+
+def _twin(request: RecordRequest) -> tuple[Any, ...]:
+    from r2s2r.rig.interfaces import Arm, Hand
+    from r2s2r.rig.operator import ScriptedOperator, TwinEyes
+    from r2s2r.rig.safety import SafetySupervisor
+    from r2s2r.rig.teleop import TeleopSession, TrackerCalibration
+    from r2s2r.rig.twin import TwinRig
+    from r2s2r.spec.worlds import load_world
+
+    world = load_world("nominal")
+    size = request.image_size or 64  # Without views the size is never rendered.
+    world = world.replace(render=world.render.model_copy(update={"obs_size": (size, size)}))
+    twin = TwinRig(seed=request.seed, world=world, realtime=request.realtime)
+    calibration = TrackerCalibration.twin()
+    arms: dict[str, Arm] = dict(twin.arms)
+    hands: dict[str, Hand] = dict(twin.hands)
+    supervisor = SafetySupervisor(arms, hands, twin.now, twin.embodiment)
+    teleop = TeleopSession(twin, supervisor, calibration)
+    op_seed = request.seed if request.operator_seed is None else request.operator_seed
+    operator = ScriptedOperator(op_seed, TwinEyes(twin), twin.task, twin.nominal, calibration)
+    meta = {"world": "twin", "behavior": "teleop"}
+    return twin, operator, teleop, twin.task, twin.nominal, meta
+
+
+def check_request(request: RecordRequest) -> None:
+    """Refuse a request that cannot run, before anything is opened."""
+    if request.rig != "hardware":
+        return
+    if request.config is None or request.calibration is None:
+        raise RequestError(
+            "--rig hardware needs --config PATH (the cell's hardware YAML) and --calibration "
+            "PATH (the tracker calibration YAML: T_cell_tracker, T_wrist_tcp)"
+        )
+    if request.scripted:
+        raise RequestError(
+            "--rig hardware records a person: use --keyboard (the scripted operator drives "
+            "only the twin)"
+        )
+
+
+def _hardware(request: RecordRequest) -> tuple[Any, ...]:
+    assert request.config is not None and request.calibration is not None
+    try:
+        from r2s2r.rig.hardware import HardwareRig
+    except ImportError as err:
+        raise RequestError(
+            "the hardware rig is not available in this installation "
+            f"(r2s2r.rig.hardware.HardwareRig could not be imported: {err})"
+        ) from err
+    import yaml
+
+    from r2s2r.rig.teleop import TeleopSession, TrackerCalibration
+    from r2s2r.spec.worlds import load_task, load_world
+
+    cal = TrackerCalibration.from_dict(yaml.safe_load(request.calibration.read_text()))
+    rig = HardwareRig.from_config(request.config)
+    missing = [s for s in ("left", "right") if s not in rig.trackers]
+    if missing:
+        rig.close()
+        raise RequestError(f"the hardware rig has no hand tracker for {missing}")
+    teleop = TeleopSession(rig, rig.supervise(), cal)
+    task, world = load_task("pick_sort"), load_world("nominal")
+    return rig, rig.trackers, teleop, task, world, {"world": "real", "behavior": "teleop"}

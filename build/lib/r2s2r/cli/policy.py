@@ -1,0 +1,74 @@
+"""``r2s2r policy``: benchmark a policy's inference; print the presets' parameter counts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+app = typer.Typer(no_args_is_help=True, help="Policies: inference speed and sizes.")
+
+
+@app.command()
+def bench(
+    policy: Annotated[Path | None, typer.Option("--policy", help="a training run folder")] = None,
+    preset: Annotated[
+        str | None, typer.Option("--preset", help="a preset with random weights")
+    ] = None,
+    device: Annotated[str, typer.Option("--device", help="auto, cpu, cuda")] = "auto",
+    repeats: Annotated[int, typer.Option("--repeats", min=1)] = 20,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """Milliseconds per action chunk (batch 1) on the device present: observation encoding
+    and the Euler steps apart, against sampling without the encoding cache; peak memory and
+    parameter counts."""
+    from r2s2r.cli.train import require_policy_extra
+
+    if policy is not None and preset is not None:
+        raise typer.BadParameter("give --policy or --preset, not both")
+    require_policy_extra()
+    from r2s2r.policy.bench import bench as run_bench
+
+    result = run_bench(policy, preset, device, repeats)
+    if as_json:
+        typer.echo(json.dumps(result, indent=2))
+        return
+    typer.echo(f"policy {result['preset']} on {result['device']} ({result['dtype']})")
+    typer.echo(
+        f"  ms per chunk     {result['ms_per_chunk']:8.2f}  (encode {result['encode_ms']:.2f}, "
+        f"{result['denoise_steps']} Euler steps {result['denoise_ms']:.2f})"
+    )
+    typer.echo(
+        f"  uncached         {result['uncached_ms_per_chunk']:8.2f}  "
+        f"(x{result['speedup_over_uncached']:.2f} slower)"
+    )
+    typer.echo(f"  peak memory      {result['peak_memory_mib']:8.0f} MiB")
+    typer.echo(
+        f"  params           {result['params']:,} ({result['trainable_params']:,} trainable)"
+    )
+
+
+@app.command()
+def params(
+    preset: Annotated[
+        list[str] | None, typer.Option("--preset", help="preset(s); default: all")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """Parameter counts of the presets (built without allocating their weights)."""
+    from r2s2r.cli.train import require_policy_extra
+
+    require_policy_extra()
+    from r2s2r.policy.bench import parameter_table
+    from r2s2r.policy.config import POLICY_PRESETS
+
+    rows = parameter_table(tuple(preset or POLICY_PRESETS))
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    keys = [k for k in rows[0] if k != "preset"]
+    typer.echo(f"{'preset':8s}" + "".join(f"{k:>16s}" for k in keys))
+    for row in rows:
+        typer.echo(f"{row['preset']:8s}" + "".join(f"{row[k]:>16,}" for k in keys))

@@ -1,0 +1,38 @@
+"""``r2s2r rig``: the twin and the teleoperation path."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+app = typer.Typer(no_args_is_help=True, help="The rig: twin, teleoperation, safety.")
+
+
+@app.command()
+def bench(
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+    seconds: Annotated[float, typer.Option(help="time per measurement")] = 3.0,
+    operator_seeds: Annotated[
+        int, typer.Option(help="also run the scripted operator on this many seeds (no cameras)")
+    ] = 0,
+) -> None:
+    """Measure the twin's real-time factor, the retargeting rate and accuracy, and the
+    recording real-time factor and dataset write throughput."""
+    from r2s2r.data.record_bench import bench_record
+    from r2s2r.rig.bench import run_bench
+    from r2s2r.rig.views import TwinViewsCfg
+
+    result = run_bench(seconds, operator_seeds)
+    result.update(bench_record(seconds))
+    # Today's reference camera path in the same run, for the ratio.
+    reference = bench_record(seconds, views=TwinViewsCfg.reference())["record_realtime_factor"]
+    result["record_realtime_factor_reference_views"] = reference
+    result["record_vs_reference_views"] = result["record_realtime_factor"] / reference
+    if as_json:
+        typer.echo(json.dumps(result, indent=2))
+        return
+    for key, value in result.items():
+        shown = f"{value:,.2f}" if isinstance(value, float) else value
+        typer.echo(f"{key:36s} {shown}")

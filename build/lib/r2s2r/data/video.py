@@ -1,0 +1,145 @@
+"""H.264 camera streams through PyAV: a streaming encoder and a random-access decoder.
+
+Frame ``i`` of a stream has presentation time ``i / fps``; the decoder finds frames by that
+time, seeking to the keyframe before the target and decoding forward.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import OrderedDict
+from collections.abc import Iterator
+from fractions import Fraction
+from pathlib import Path
+
+import av
+import numpy as np
+
+from r2s2r.data.config import DatasetError, VideoCfg
+
+
+class VideoEncoder:
+    """Encodes (H, W, 3) uint8 RGB frames one at a time into an MP4 file."""
+
+    def __init__(self, path: Path, width: int, height: int, fps: int, cfg: VideoCfg) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path, self.width, self.height = path, width, height
+        self.count = 0
+        self._container = av.open(str(path), mode="w")
+        if cfg.lossless:
+            # libx264rgb codes RGB planes directly; qp 0 makes it exact.
+            stream = self._container.add_stream("libx264rgb", rate=fps)
+            stream.pix_fmt = "rgb24"
+            options: dict[str, object] = {
+                "qp": "0",
+                "preset": cfg.preset,
+                "g": str(cfg.gop),
+                "bf": "0",
+            }
+        else:
+            stream = self._container.add_stream("libx264", rate=fps)
+            stream.pix_fmt = "yuv420p"
+            options = {"crf": str(cfg.crf), "preset": cfg.preset, "g": str(cfg.gop), "bf": "0"}
+        stream.width, stream.height = width, height
+        stream.options = options
+        stream.codec_context.time_base = Fraction(1, fps)
+        self._stream = stream
+        self._time_base = Fraction(1, fps)
+
+    def add(self, frame: np.ndarray) -> None:
+        """Encode one frame; (H, W, 3) uint8."""
+        vf = av.VideoFrame.from_ndarray(frame, format="rgb24")
+        vf.pts, vf.time_base = self.count, self._time_base
+        for packet in self._stream.encode(vf):
+            self._container.mux(packet)
+        self.count += 1
+
+    def close(self) -> None:
+        """Flush the encoder and finish the file."""
+        for packet in self._stream.encode():
+            self._container.mux(packet)
+        self._container.close()
+
+    def abort(self) -> None:
+        """Drop the file being written."""
+        with contextlib.suppress(OSError, av.FFmpegError):
+            self._container.close()
+        self.path.unlink(missing_ok=True)
+
+
+def count_packets(path: Path) -> tuple[int, int, int]:
+    """(frames, width, height) of a video file by demuxing it (no decoding)."""
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        frames = sum(1 for p in container.demux(stream) if p.size > 0)
+        return frames, stream.codec_context.width, stream.codec_context.height
+
+
+class _OpenStream:
+    """An open video file and where its decoder stands."""
+
+    def __init__(self, path: Path, fps: int) -> None:
+        self.container = av.open(str(path))
+        self.stream = self.container.streams.video[0]
+        self.fps = fps
+        # The active decode iterator, and the index of the frame it yields next.
+        self.frames: Iterator[av.VideoFrame] | None = None
+        self.next_index = 0
+
+    def seek(self, index: int) -> None:
+        assert self.stream.time_base is not None
+        target = int(Fraction(index, self.fps) / self.stream.time_base)
+        self.container.seek(target, stream=self.stream, backward=True, any_frame=False)
+        self.frames = self.container.decode(self.stream)
+        self.next_index = -1
+
+    def get(self, index: int, gop: int) -> np.ndarray:
+        # Decoding forward is cheaper than seeking when the target is close ahead.
+        if self.frames is None or index < self.next_index or index > self.next_index + gop:
+            self.seek(index)
+        assert self.frames is not None
+        for frame in self.frames:
+            j = round(float(frame.time) * self.fps)
+            self.next_index = j + 1
+            if j == index:
+                return frame.to_ndarray(format="rgb24")
+            if j > index:
+                break
+        self.frames = None
+        raise DatasetError(f"{self.container.name}: no frame at index {index}")
+
+
+class VideoReader:
+    """Random access to frames of many video files, keeping a few files open."""
+
+    def __init__(self, fps: int, gop: int, max_open: int = 8) -> None:
+        self.fps, self.gop, self.max_open = fps, gop, max_open
+        self._open: OrderedDict[Path, _OpenStream] = OrderedDict()
+
+    def frame(self, path: Path, index: int) -> np.ndarray:
+        """Frame ``index`` (time ``index / fps``) of ``path``; (H, W, 3) uint8 RGB."""
+        stream = self._open.pop(path, None)
+        if stream is None:
+            if not path.is_file():
+                raise DatasetError(f"{path}: missing")
+            try:
+                stream = _OpenStream(path, self.fps)
+            except av.FFmpegError as err:
+                raise DatasetError(f"{path}: not a readable video ({err})") from err
+        self._open[path] = stream
+        while len(self._open) > self.max_open:
+            self._open.popitem(last=False)[1].container.close()
+        return stream.get(index, self.gop)
+
+    def all_frames(self, path: Path) -> np.ndarray:
+        """Every frame of ``path`` in order; (T, H, W, 3) uint8."""
+        try:
+            with av.open(str(path)) as container:
+                frames = [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
+        except av.FFmpegError as err:
+            raise DatasetError(f"{path}: not a readable video ({err})") from err
+        return np.stack(frames)
+
+    def close(self) -> None:
+        while self._open:
+            self._open.popitem()[1].container.close()

@@ -1,0 +1,162 @@
+"""An evaluation's recorded trials (``DIR/rollouts/``) and its log lines.
+
+``Rollouts`` records the trials the video choice keeps into one r2s2r/LeRobot-v3 dataset,
+one episode per trial (``runtime.record.EpisodeRecorder``: the policy's camera views, or
+the head camera for a policy that reads none; the episode meta names the trial, its
+condition and seed), and says where each trial's video is. A trial is saved there before
+its line is appended to ``trials.jsonl``; ``recover`` logs a trial whose line a crash kept
+from the log, from its recording.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from r2s2r.data.config import IMAGE_PREFIX
+from r2s2r.eval.protocol import Trial
+from r2s2r.eval.trials import TRIALS_JSONL, TrialRecord, append_trial
+from r2s2r.rig.interfaces import DEPTH_CAMERA, Rig
+from r2s2r.runtime import EpisodeLog
+from r2s2r.runtime.loop import CONTROL_HZ
+from r2s2r.sim.contract import Contract
+
+log = logging.getLogger("r2s2r.eval")
+ROLLOUTS = "rollouts"
+
+
+class Rollouts:
+    """``DIR/rollouts``: trials whose index is a multiple of ``stride`` are recorded
+    (``stride`` None: none is)."""
+
+    def __init__(self, out: Path, stride: int | None) -> None:
+        self.out, self.stride = Path(out), stride
+        self.root = self.out / ROLLOUTS
+        self.writer: Any = None
+
+    def recorder(self, trial: Trial, rig: Rig, contract: Contract) -> Any:
+        """The ``EpisodeRecorder`` of a trial that is recorded, else None."""
+        if self.stride is None or trial.index % self.stride:
+            return None
+        from r2s2r.data import DatasetWriter
+        from r2s2r.runtime.record import EpisodeRecorder, deploy_dataset_cfg
+
+        if self.writer is None:
+            cameras = contract.cameras or (DEPTH_CAMERA,)
+            cfg = deploy_dataset_cfg(rig, tuple(c for c in cameras if c in rig.cameras))
+            self.writer = DatasetWriter(self.root, cfg)
+        return EpisodeRecorder(rig, self.writer)
+
+    def save(self, recorder: Any, trial: Trial, episode: EpisodeLog) -> str | None:
+        """Commit the trial's recording; the path of its video relative to DIR (None when
+        it is not recorded, or ran no step)."""
+        if recorder is None:
+            return None
+        if not episode.steps:
+            recorder.discard()
+            return None
+        meta = {"trial": trial.index, "condition": trial.condition, "seed": trial.seed}
+        index = recorder.save(episode, meta)
+        return self._video(list(recorder.cameras), index)
+
+    def _video(self, cameras: list[str], index: int) -> str:
+        from r2s2r.data.layout import video_path
+
+        camera = DEPTH_CAMERA if DEPTH_CAMERA in cameras else cameras[0]
+        return video_path(self.root, IMAGE_PREFIX + camera, index).relative_to(self.out).as_posix()
+
+    def recover(
+        self, planned: tuple[Trial, ...], logged: dict[int, TrialRecord]
+    ) -> list[TrialRecord]:
+        """Append to the log the planned trials that are recorded but not in ``logged``
+        (a crash came between saving a trial and logging it); the records appended."""
+        if not (self.root / "meta" / "info.json").is_file():
+            return []
+        from r2s2r.data import Dataset
+        from r2s2r.runtime.record import sidecar_paths
+
+        ds = Dataset(self.root)
+        cameras = [c.name for c in ds.cfg.cameras] if ds.cfg is not None else []
+        by_index = {t.index: t for t in planned}
+        found = []
+        for e in ds.episodes:
+            trial = by_index.get(e["trial"]) if e.get("trial") is not None else None
+            if trial is None or trial.index in logged or not cameras:
+                continue
+            index = int(e["episode_index"])
+            summary_path = sidecar_paths(self.root, index)[1]
+            if not summary_path.is_file():
+                log.warning("%s: trial %d has no summary; it runs again", self.root, trial.index)
+                continue
+            summary = json.loads(summary_path.read_text())
+            record = make_record(
+                trial,
+                str(summary["object"]),
+                float(e["belt_speed"]),
+                str(summary["outcome"]),
+                bool(summary["success"]),
+                int(summary["timing"]["steps"]),
+                str(summary["ended_by"]),
+                len(summary["safety_events"]),
+                summary["timing"]["infer_ms_p50"],
+                self._video(cameras, index),
+            )
+            append_trial(self.out / TRIALS_JSONL, record)
+            log.warning("trial %d was recorded but not logged; logged now", trial.index)
+            found.append(record)
+            logged[trial.index] = record
+        return found
+
+    def close(self) -> None:
+        """Drop a trial being recorded and release the encoders."""
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+
+
+def trial_record(trial: Trial, episode: EpisodeLog, video: str | None) -> TrialRecord:
+    """The log line of a finished trial."""
+    return make_record(
+        trial,
+        episode.start.object_name,
+        float(episode.start.belt_speed),
+        episode.outcome,
+        bool(episode.success),
+        len(episode.steps),
+        episode.ended_by,
+        len(episode.events),
+        episode.timing()["infer_ms_p50"],
+        video,
+    )
+
+
+def make_record(
+    trial: Trial,
+    obj: str,
+    belt_speed: float,
+    outcome: str,
+    success: bool,
+    steps: int,
+    ended_by: str,
+    safety_events: int,
+    infer_ms_p50: float | None,
+    video: str | None,
+) -> TrialRecord:
+    """A trial's log line from its parts (its duration: its control periods at 50 Hz)."""
+    return TrialRecord(
+        trial=trial.index,
+        seed=trial.seed,
+        condition=trial.condition,
+        object=obj,
+        belt_speed=belt_speed,
+        outcome=outcome,
+        success=success,
+        duration_s=steps / CONTROL_HZ,
+        steps=steps,
+        ended_by=ended_by,
+        safety_events=safety_events,
+        infer_ms_p50=infer_ms_p50,
+        video=video,
+    )

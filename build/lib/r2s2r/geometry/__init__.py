@@ -1,0 +1,2 @@
+"""Shared maths below every stage: poses, rotations (quaternions w, x, y, z), smooth time
+profiles and the calibration board."""

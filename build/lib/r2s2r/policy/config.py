@@ -1,0 +1,114 @@
+"""The policy's configuration: the model preset (``PolicyCfg``) and where presets come from.
+
+A preset is a named ``PolicyCfg`` in ``presets/policy/<name>.yaml`` (``tiny``, ``500m``,
+``2b``); a user's ``config/policy/<name>.yaml`` overrides it, and a path to a YAML file works
+wherever a name does. Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from r2s2r.paths import find_config
+from r2s2r.spec import Spec, SpecError
+from r2s2r.spec.base import PosInt
+
+# The presets shipped with the package, in size order.
+POLICY_PRESETS = ("tiny", "500m", "2b")
+# How the policy represents an arm's TCP target inside the model: in the cell frame, or
+# relative to the arm's current TCP pose; rotations as the first two columns of the
+# rotation matrix (6D, continuous) either way.
+ActionRepr = Literal["absolute", "relative"]
+
+
+class BackboneCfg(Spec):
+    """The image backbone: a timm DINOv3 ViT, frozen, with LoRA adapters in its last blocks."""
+
+    # timm model name (``vit_base_patch16_dinov3``, ...).
+    name: str = "vit_base_patch16_dinov3"
+    # Constructor overrides for timm (``embed_dim``, ``depth``, ``num_heads`` shrink the model
+    # for the tiny preset); empty for the published architectures.
+    overrides: dict[str, int | float | bool] = Field(default_factory=dict)
+    # Local pretrained weights (Meta's or timm's checkpoint); None: random weights.
+    weights: Path | None = None
+    lora_rank: PosInt = 8
+    lora_alpha: float = 16.0
+    # LoRA goes into this many blocks, counted from the last.
+    lora_blocks: PosInt = 4
+
+
+class TextCfg(Spec):
+    """The instruction encoder: a frozen open_clip text tower, resampled into task tokens."""
+
+    # open_clip model name whose text tower (and tokenizer) is used.
+    name: str = "ViT-B-16"
+    # Text-tower overrides (``width``, ``layers``, ``heads``) for the tiny preset.
+    overrides: dict[str, int] = Field(default_factory=dict)
+    weights: Path | None = None
+    # Learned queries of the resampler: the task tokens the transformer sees.
+    task_tokens: PosInt = 8
+
+
+class PolicyCfg(Spec):
+    """A flow-matching visuomotor policy: inputs, widths, and how actions are represented."""
+
+    name: str = "custom"
+    # Views are resized to this square size before the backbone (a multiple of the patch).
+    image_size: PosInt = 256
+    backbone: BackboneCfg = BackboneCfg()
+    text: TextCfg = TextCfg()
+    # Proprio samples the policy sees (oldest first, the newest is now) and actions per chunk.
+    state_history: PosInt = 20
+    action_horizon: PosInt = 40
+    # The robot's control rate: proprio samples and actions are on this grid.
+    control_hz: float = 50.0
+    # Per-embodiment projections: state and (internal) action vectors are zero-padded to
+    # these sizes, so one checkpoint can hold several robots.
+    max_state_dim: PosInt = 128
+    max_action_dim: PosInt = 64
+    action_repr: ActionRepr = "relative"
+    # The policy transformer.
+    width: PosInt = 1024
+    heads: PosInt = 16
+    # Layers over the observation tokens (run once per chunk) and over the action tokens
+    # (run at every denoising step, attending to the observation tokens).
+    obs_layers: PosInt = 12
+    action_layers: PosInt = 14
+    mlp_ratio: float = 4.0
+    # Camera views the model can take (the size of its learned view embedding); a batch
+    # carries up to this many.
+    max_views: PosInt = 4
+    # Tokens the proprio history is resampled into, and the cross-attention layers of each
+    # resampler (task tokens from the text features, proprio tokens from the history).
+    proprio_tokens: PosInt = 4
+    resampler_layers: PosInt = 1
+    # Euler steps from noise to actions at inference.
+    denoise_steps: PosInt = 2
+    # Condition on the data domain (0: real, 1...: each simulated dataset of the mixture).
+    domain_conditioning: bool = False
+    num_domains: PosInt = 8
+
+    @model_validator(mode="after")
+    def _check(self) -> PolicyCfg:
+        if self.width % self.heads:
+            raise ValueError(f"width {self.width} is not a multiple of heads {self.heads}")
+        if self.image_size % 16:
+            raise ValueError(f"image_size {self.image_size} is not a multiple of the 16 px patch")
+        return self
+
+
+def load_policy_cfg(preset: str | Path) -> PolicyCfg:
+    """A ``PolicyCfg`` from a preset name or a YAML path."""
+    path = Path(preset)
+    if path.suffix in (".yaml", ".yml") or path.is_file():
+        return PolicyCfg.load(path)
+    found = find_config("policy", str(preset))
+    if found is None:
+        raise SpecError(
+            f"unknown policy preset {str(preset)!r}: expected one of {list(POLICY_PRESETS)} "
+            "or a path to a PolicyCfg YAML file"
+        )
+    return PolicyCfg.load(found)

@@ -1,0 +1,1 @@
+"""The rig: hardware interfaces, the digital twin and the safety supervisor."""

@@ -1,0 +1,397 @@
+"""The twin's cameras: when each one takes a frame, and where its frames are rendered.
+
+``TwinViewsCfg`` says how: each camera at its own frame rate (a real camera delivers 30-60
+frames/s, not one per control period; between its frames a read returns its last one, as the
+recorder's stream sync expects), motion blur by one render and the image-space motion
+(``sim/blur.py``) or by renders at the shutter's start and end, and the renders in a worker
+process pipelined with the physics or in this one.
+
+Pipelined, the views of the state after step k are rendered while the caller works and the
+physics computes step k + 1; a camera read after step k + 1 returns them. So a frame is one
+control period (20 ms) older than the state the arms report, and says so: ``Frame.stamp`` is
+the time of the state it shows. Right after a discontinuity (an object presented, the
+calibration board moved) nothing stale is shown: the first read renders the current state.
+Paced to the wall clock (``TwinRig(realtime=True)``, for a person at the keyboard or in a
+glove) a period never waits for the worker: when the views of a state are not ready, the
+cameras skip the frames they would have taken meanwhile (as a loaded USB camera drops them)
+and the physics keeps its 50 Hz.
+
+``TwinViewsCfg.reference()`` is the twin as it was before: every camera every period, in this
+process, blurred by two renders, no latency (the calibration captures use it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+import traceback
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from multiprocessing import get_context
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+
+import mujoco
+import numpy as np
+
+from r2s2r.rig.interfaces import Frame
+from r2s2r.rig.truth import CameraEffects
+from r2s2r.sim.physics import MujocoPhysics, Physics
+from r2s2r.sim.render import BLUR_MODES, SceneRenderer
+from r2s2r.spec import WorldSpec
+
+# How long close() waits for the worker to finish before it is terminated (s).
+_JOIN_S = 5.0
+
+
+@dataclass(frozen=True)
+class TwinViewsCfg:
+    """How the twin's cameras are rendered."""
+
+    # Frames per second of every camera (the hardware preset's cameras run at 30); None: a
+    # frame every control period.
+    fps: float | None = 30.0
+    # Motion blur: ``flow`` (one render blurred along its motion) or ``samples`` (renders at
+    # the shutter's start and end, averaged).
+    blur: str = "flow"
+    # Render in a worker process, pipelined with the physics (one period of latency).
+    worker: bool = True
+    # Shadow map sized to the delivered images (at least twice their larger side) rather than
+    # the world's, which is sized for native resolution.
+    match_shadows: bool = True
+
+    def __post_init__(self) -> None:
+        if self.fps is not None and not self.fps > 0:
+            raise ValueError(f"fps must be positive or None, got {self.fps!r}")
+        if self.blur not in BLUR_MODES:
+            raise ValueError(f"blur must be one of {BLUR_MODES}, got {self.blur!r}")
+
+    @classmethod
+    def reference(cls) -> TwinViewsCfg:
+        """Every camera every period, in this process, two-render blur, world's shadows."""
+        return cls(fps=None, blur="samples", worker=False, match_shadows=False)
+
+
+@dataclass(frozen=True)
+class ViewState:
+    """What a renderer needs of the twin's state to draw it."""
+
+    time: float
+    qpos: np.ndarray
+    qvel: np.ndarray
+    mocap_pos: np.ndarray
+    mocap_quat: np.ndarray
+    # Object sizes change between episodes (the cell scales them): sent with a discontinuity.
+    geom_size: np.ndarray | None = None
+    geom_rbound: np.ndarray | None = None
+    geom_aabb: np.ndarray | None = None
+
+    @classmethod
+    def of(cls, physics: Physics, shapes: bool) -> ViewState:
+        data, model = physics.mjdata(0), physics.model
+        return cls(
+            float(data.time),
+            data.qpos.copy(),
+            data.qvel.copy(),
+            data.mocap_pos.copy(),
+            data.mocap_quat.copy(),
+            model.geom_size.copy() if shapes else None,
+            model.geom_rbound.copy() if shapes else None,
+            model.geom_aabb.copy() if shapes else None,
+        )
+
+    def write(self, physics: Physics) -> mujoco.MjData:
+        """Put this state into ``physics`` (one world); its data, kinematics computed."""
+        model, data = physics.model, physics.mjdata(0)
+        if self.geom_size is not None:
+            model.geom_size[:] = self.geom_size
+            model.geom_rbound[:] = self.geom_rbound
+            model.geom_aabb[:] = self.geom_aabb
+        data.time = self.time
+        data.qpos[:], data.qvel[:] = self.qpos, self.qvel
+        data.mocap_pos[:], data.mocap_quat[:] = self.mocap_pos, self.mocap_quat
+        return physics.mjdata(0)
+
+
+def shadow_map_for(size: tuple[int, int], world_map: int) -> int:
+    """The shadow map for images of ``size``: the power of two at least twice their larger
+    side (at least 128), never above the world's ``world_map``."""
+    need = max(128, 2 ** math.ceil(math.log2(2 * max(size))))
+    return min(world_map, need)
+
+
+class _Views:
+    """Renders views and applies the camera effects: in this process, or in the worker."""
+
+    def __init__(
+        self,
+        physics: Physics,
+        world: WorldSpec,
+        effects: dict[str, CameraEffects],
+        rng: np.random.Generator,
+        blur: str,
+        native: bool,
+    ) -> None:
+        self.renderer = SceneRenderer(physics, world, True, native, blur)
+        self.physics, self.effects, self.rng = physics, effects, rng
+
+    def render(self, names: tuple[str, ...]) -> dict[str, np.ndarray]:
+        views = self.renderer.render_cameras(self.physics.mjdata(0), names)
+        return {n: self.effects[n].apply(img, self.rng) for n, img in views.items()}
+
+
+def _serve(
+    conn: Connection,
+    model: mujoco.MjModel,
+    world: WorldSpec,
+    effects: dict[str, CameraEffects],
+    seed: int,
+    blur: str,
+) -> None:
+    """The worker: render (state, camera names) requests until ``None`` arrives."""
+    views = None
+    try:
+        physics = MujocoPhysics(model)
+        views = _Views(physics, world, effects, np.random.default_rng(seed), blur, False)
+        while True:
+            request = conn.recv()
+            if request is None:
+                break
+            state, names = request
+            state.write(physics)
+            images = views.render(names)
+            conn.send(("ok", (images, time.process_time())))
+    except EOFError:
+        pass  # The twin went away without closing: nothing to answer.
+    except Exception:  # noqa: BLE001 - any failure goes back to the twin, which raises it.
+        conn.send(("error", traceback.format_exc()))
+    finally:
+        if views is not None:
+            views.renderer.close()
+
+
+def _stop(process: BaseProcess, conn: Connection) -> None:
+    """End the worker: ask, wait, then terminate (also run when a twin is collected)."""
+    with contextlib.suppress(BrokenPipeError, OSError):
+        conn.send(None)
+    process.join(_JOIN_S)
+    if process.is_alive():
+        process.terminate()
+        process.join(_JOIN_S)
+    conn.close()
+
+
+class ViewWorker:
+    """A process that renders the twin's views of the states it is sent, one at a time."""
+
+    def __init__(
+        self,
+        model: mujoco.MjModel,
+        world: WorldSpec,
+        effects: dict[str, CameraEffects],
+        seed: int,
+        blur: str,
+    ) -> None:
+        ctx = get_context("spawn")  # Never fork a process holding OpenGL contexts.
+        self._conn, child = ctx.Pipe()
+        self.process = ctx.Process(
+            target=_serve,
+            args=(child, model, world, effects, seed, blur),
+            name="twin-views",
+            daemon=True,
+        )
+        self.process.start()
+        child.close()
+        self.in_flight: tuple[str, ...] | None = None
+        # The worker's CPU time (s, all its threads) when it finished its latest views.
+        self.cpu_s = 0.0
+        self._finalizer = weakref.finalize(self, _stop, self.process, self._conn)
+
+    def submit(self, state: ViewState, names: tuple[str, ...]) -> None:
+        if self.in_flight is not None:
+            raise RuntimeError("the view worker is busy: collect its views first")
+        self._conn.send((state, names))
+        self.in_flight = names
+
+    def ready(self) -> bool:
+        """Whether the submitted state's views are done (or nothing is out)."""
+        return self.in_flight is None or self._conn.poll()
+
+    def collect(self) -> dict[str, np.ndarray]:
+        """The views of the submitted state (waits for them)."""
+        if self.in_flight is None:
+            return {}
+        self.in_flight = None
+        try:
+            kind, payload = self._conn.recv()
+        except EOFError:
+            raise RuntimeError(
+                f"the twin's view worker ended (exit code {self.process.exitcode})"
+            ) from None
+        if kind == "error":
+            raise RuntimeError(f"the twin's view worker failed:\n{payload}")
+        views: dict[str, np.ndarray]
+        views, self.cpu_s = payload
+        return views
+
+    def close(self) -> None:
+        self._finalizer()
+
+
+class TwinViews:
+    """The twin's three cameras under one ``TwinViewsCfg``: the frames a read returns."""
+
+    def __init__(
+        self,
+        cfg: TwinViewsCfg,
+        physics: Physics,
+        world: WorldSpec,
+        effects: dict[str, CameraEffects],
+        seed: int,
+        period_s: float,
+        native: bool,
+        names: tuple[str, ...],
+        clock: Callable[[], float],
+        paced: Callable[[], bool] = lambda: False,
+        drops: Callable[[str], bool] | None = None,
+    ) -> None:
+        self.cfg, self.physics, self.world, self.effects = cfg, physics, world, effects
+        # Whether a camera drops the frame it is due to take now (the imperfect twin's): it
+        # delivers its last frame again, and takes the next one on schedule.
+        self.drops = drops
+        self.clock = clock  # The twin's time, which stamps the frames.
+        # Whether the twin is paced to the wall clock: then a period never waits for a view.
+        self.paced = paced
+        self.native, self.names, self.period_s = native, names, period_s
+        self._seed = seed
+        self._rng = np.random.default_rng(seed)
+        self._local: _Views | None = None
+        self.worker: ViewWorker | None = None
+        # The frames a read returns now, and each camera's latest frame number taken.
+        self._held: dict[str, Frame] = {}
+        self._taken: dict[str, int] = {}
+        self._in_flight_time = 0.0
+        # Whether the worker's model must get the object sizes (they change between episodes).
+        self._send_shapes = True
+
+    # -------------------------------------------------------------- schedule
+    def _number(self, t: float) -> int:
+        """The number of the frame a camera takes at or before time ``t``."""
+        if self.cfg.fps is None:
+            return int(round(t / self.period_s))
+        return math.floor(t * self.cfg.fps + 1e-6)
+
+    def _due(self, t: float) -> tuple[str, ...]:
+        n = self._number(t)
+        due = tuple(name for name in self.names if self._taken.get(name, -1) < n)
+        if self.drops is None:
+            return due
+        # Only a stream read frame after frame drops one: the last frame is then one frame
+        # old, never the view from before a pause (a capture after the arm settled).
+        dropped = tuple(
+            name
+            for name in due
+            if name in self._held and self._taken.get(name) == n - 1 and self.drops(name)
+        )
+        self._mark(dropped, t)
+        return tuple(name for name in due if name not in dropped)
+
+    def _mark(self, names: tuple[str, ...], t: float) -> None:
+        for name in names:
+            self._taken[name] = self._number(t)
+
+    # ---------------------------------------------------------------- frames
+    def read(self, name: str) -> Frame:
+        """The camera's frame now (rendering what must be rendered first)."""
+        if self.cfg.worker:
+            if name not in self._held:
+                self._absorb()
+            if name not in self._held:
+                self._render_now(self.names)
+            return self._held[name]
+        t = self.clock()
+        due = self._due(t)
+        if name in due or name not in self._held:
+            self._render_now(due or (name,))
+        return self._held[name]
+
+    def depth(self) -> np.ndarray:
+        """Head depth (H, W) float32 of the current state, rendered in this process."""
+        return self.local().renderer.render_depth()[0]
+
+    def after_step(self) -> None:
+        """The physics advanced one period: take the pipelined views of the last state and
+        send this one's to the worker (only once the cameras are being read)."""
+        if self.worker is None:
+            return
+        if self.paced() and not self.worker.ready():
+            # Paced to the wall clock, the period goes on: these views come later, and the
+            # cameras take their next frames from the state when they are free again.
+            return
+        self._absorb()
+        t = self.clock()
+        due = self._due(t)
+        if due:
+            self._submit(self.worker, due, t)
+
+    def restart(self) -> None:
+        """The state jumped (an episode started, a prop moved): forget every frame; the next
+        read shows the state as it is now."""
+        if self.worker is not None and self.worker.in_flight is not None:
+            self.worker.collect()
+        self._send_shapes = True
+        self._held.clear()
+        self._taken.clear()
+
+    def _absorb(self) -> None:
+        """Take the worker's finished views, if a request is out."""
+        if self.worker is None or self.worker.in_flight is None:
+            return
+        for cam, image in self.worker.collect().items():
+            self._held[cam] = Frame(self._in_flight_time, image)
+
+    def _render_now(self, names: tuple[str, ...]) -> None:
+        """Render ``names`` of the current state and wait for them."""
+        t = self.clock()
+        if self.cfg.worker:
+            self._submit(self._start(), names, t)
+            self._absorb()
+            return
+        for cam, image in self.local().render(names).items():
+            self._held[cam] = Frame(t, image)
+        self._mark(names, t)
+
+    def _submit(self, worker: ViewWorker, names: tuple[str, ...], t: float) -> None:
+        worker.submit(ViewState.of(self.physics, shapes=self._send_shapes), names)
+        self._send_shapes = False
+        self._in_flight_time = t
+        self._mark(names, t)
+
+    def local(self) -> _Views:
+        if self._local is None:
+            self._local = _Views(
+                self.physics, self.world, self.effects, self._rng, self.cfg.blur, self.native
+            )
+        return self._local
+
+    def _start(self) -> ViewWorker:
+        if self.worker is None:
+            self.worker = ViewWorker(
+                self.physics.model, self.world, self.effects, self._seed, self.cfg.blur
+            )
+        return self.worker
+
+    def close(self) -> None:
+        if self.worker is not None:
+            self.worker.close()
+            self.worker = None
+        if self._local is not None:
+            self._local.renderer.close()
+            self._local = None
+        self._held.clear()
+        self._taken.clear()
+
+
+__all__ = ["TwinViews", "TwinViewsCfg", "ViewState", "ViewWorker", "shadow_map_for"]
