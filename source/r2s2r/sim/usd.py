@@ -21,7 +21,8 @@ What is approximated: the plain USD camera projection (focal length and aperture
 renderers that ignore the lens-distortion API use) has square pixels and a centred principal
 point (the mean of fx, fy; cx, cy are in the distortion API only). Actuators, the
 Cartesian controller and the belt's velocity drive are not exported (the env keeps them in
-the MuJoCo model it simulates), nor are textures.
+the MuJoCo model it simulates), nor are textures. An ellipsoid is a scaled sphere, which
+Newton's USD importer reads as a sphere (it warns).
 
 Each prim keeps its MuJoCo name in ``customData["r2s2r:name"]`` (USD prim names cannot hold
 ``:``, and a body, its geom and its joint may share one): bodies are ``/World/<body>``, their
@@ -116,9 +117,6 @@ def _physics_scene(stage: Usd.Stage, model: mujoco.MjModel) -> None:
     prim = phys.GetPrim()
     prim.CreateAttribute("mjc:option:timestep", Sdf.ValueTypeNames.Double).Set(
         float(model.opt.timestep)
-    )
-    prim.CreateAttribute("newton:timeStepsPerSecond", Sdf.ValueTypeNames.Int).Set(
-        int(round(1.0 / model.opt.timestep))
     )
 
 
