@@ -25,6 +25,9 @@ from r2s2r.geometry.rotations import quat_conj, quat_mul
 from r2s2r.sim.env import PickSortEnv
 from r2s2r.sim.scripted import ScriptedPicker
 
+# Control steps the replay holds the last recorded action for, waiting for the judgement.
+HOLD_STEPS = 100
+
 
 @dataclass(frozen=True)
 class Reference:
@@ -96,7 +99,8 @@ class Parity:
 
 def replay(env: Any, ref: Reference, progress: bool = False) -> tuple[np.ndarray, dict[str, Any]]:
     """Replay ``ref``'s actions in world 0 of ``env`` (a ``PickSortIsaacEnv``, every world
-    given the same actions) from its spawn until world 0's episode ends; returns the TCP
+    given the same actions) from its spawn until world 0's episode ends (holding the last
+    action for at most ``HOLD_STEPS`` after them); returns the TCP
     poses (T', S, 7) and world 0's status, object position and success at its end."""
     from r2s2r.sim.cell import STATUS_NAMES
 
@@ -111,7 +115,12 @@ def replay(env: Any, ref: Reference, progress: bool = False) -> tuple[np.ndarray
     )
     tcp, traj = [], []
     info: dict[str, Any] = {}
-    for action in tqdm(ref.actions, desc="replay", disable=not progress):
+    # After the recorded actions the last one is held, for up to HOLD_STEPS, until the
+    # object is judged (its last bounce in the bin may take longer or shorter than in the
+    # core's cell).
+    held = np.repeat(ref.actions[-1:], HOLD_STEPS, axis=0)
+    commands = np.concatenate([ref.actions, held])
+    for action in tqdm(commands, desc="replay", disable=not progress):
         obs, _, terminated, truncated, info = env.step(np.tile(action, (n, 1)))
         tcp.append(obs["tcp_pose"][0].copy())
         traj.append(info["object_pos"][0, 0].copy())
