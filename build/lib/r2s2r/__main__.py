@@ -1,3 +1,0 @@
-from r2s2r.cli import main
-
-main()

@@ -1,1 +1,0 @@
-"""The rig: hardware interfaces, the digital twin and the safety supervisor."""
