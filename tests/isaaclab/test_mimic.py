@@ -48,7 +48,7 @@ def test_six_methods_on_a_recorded_demo(mimic_env, demo):
     env.reset(seed=0)
     env.cell.reset(np.array([0]), [np.random.default_rng(0)], demo.objects, demo.spawn)
     # action <-> target pose: the inverse of each other on every recorded action.
-    acts = torch.as_tensor(actions, dtype=torch.float32)
+    acts = torch.as_tensor(np.array(actions), dtype=torch.float32)
     targets = env.action_to_target_eef_pose(acts)
     grippers = env.actions_to_gripper_actions(acts)
     assert set(targets) == set(grippers) == {"left", "right"}
