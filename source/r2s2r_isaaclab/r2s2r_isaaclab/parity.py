@@ -13,9 +13,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -72,6 +76,57 @@ def core_reference(seed: int, world: str = "nominal", max_steps: int | None = No
         bool(info["success"]),
         np.array(traj),
     )
+
+
+def save_reference(ref: Reference, path: str | Path) -> Path:
+    """Write ``ref`` to an .npz file."""
+    path = Path(path)
+    np.savez(
+        path,
+        actions=ref.actions,
+        tcp=ref.tcp,
+        objects=np.array(ref.objects),
+        speed=ref.spawn[0],
+        lateral=ref.spawn[1],
+        yaw=ref.spawn[2],
+        status=np.array(ref.status),
+        object_pos=ref.object_pos,
+        success=ref.success,
+        object_traj=ref.object_traj,
+    )
+    return path
+
+
+def load_reference(path: str | Path) -> Reference:
+    with np.load(path) as f:
+        return Reference(
+            f["actions"],
+            f["tcp"],
+            [str(o) for o in f["objects"]],
+            (float(f["speed"]), f["lateral"], f["yaw"]),
+            [str(s) for s in f["status"]],
+            f["object_pos"],
+            bool(f["success"]),
+            f["object_traj"],
+        )
+
+
+def reference_in(python: str | Path, seed: int, world: str) -> Reference:
+    """The core cell's episode computed by another interpreter (the core's own venv, with
+    its MuJoCo), through ``--reference-out``."""
+    package = Path(__file__).resolve().parents[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "reference.npz"
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(package), str(package.parent)])}
+        cmd = [str(python), "-m", "r2s2r_isaaclab.parity", "--seed", str(seed), "--world", world]
+        done = subprocess.run(
+            [*cmd, "--reference-out", str(out)], env=env, capture_output=True, text=True
+        )
+        if done.returncode != 0:
+            raise RuntimeError(
+                f"{python}: the core cell's reference failed:\n{done.stderr[-2000:]}"
+            )
+        return load_reference(out)
 
 
 @dataclass(frozen=True)
@@ -176,16 +231,22 @@ def run(
     num_envs: int = 1,
     progress: bool = False,
     mujoco_cpu: bool = False,
+    reference_python: str | Path | None = None,
 ) -> Parity:
     """The parity of ``task_id``'s env with the core cell on episode ``seed``; with
-    ``mujoco_cpu`` Newton's solver runs MuJoCo C instead of MuJoCo Warp (one world)."""
+    ``mujoco_cpu`` Newton's solver runs MuJoCo C instead of MuJoCo Warp (one world); with
+    ``reference_python`` the core cell runs in that interpreter (the core's venv) rather than
+    in this one."""
     import gymnasium as gym
 
     import r2s2r_isaaclab
 
     cfg = r2s2r_isaaclab.make_env_cfg(task_id, device="cpu", num_envs=num_envs)
     cfg.sim.physics.solver_cfg.use_mujoco_cpu = mujoco_cpu
-    ref = core_reference(seed, world=cfg.world)
+    if reference_python is None:
+        ref = core_reference(seed, world=cfg.world)
+    else:
+        ref = reference_in(reference_python, seed, cfg.world)
     env = gym.make(task_id, cfg=cfg).unwrapped
     start = time.perf_counter()
     tcp, last = replay(env, ref, progress)
@@ -200,9 +261,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--mujoco-cpu", action="store_true", help="Newton's solver on MuJoCo C, not MuJoCo Warp"
     )
+    parser.add_argument(
+        "--reference-python",
+        help="run the core cell in this interpreter (e.g. the core venv's .venv/bin/python)",
+    )
+    parser.add_argument(
+        "--reference-out", help="only run the core cell and write its episode here (.npz)"
+    )
+    parser.add_argument("--world", default="nominal", help="the world of --reference-out")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args(argv)
-    result = run(args.seed, args.task, args.num_envs, not args.json, args.mujoco_cpu)
+    if args.reference_out:
+        save_reference(core_reference(args.seed, world=args.world), args.reference_out)
+        return 0
+    result = run(
+        args.seed, args.task, args.num_envs, not args.json, args.mujoco_cpu, args.reference_python
+    )
     if args.json:
         print(json.dumps(asdict(result)))
     else:
