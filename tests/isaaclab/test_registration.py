@@ -75,10 +75,14 @@ def test_parse_env_cfg_every_variant(variant):
     assert world.layout.belt.pos == belt
     assert (belt != load_world("nominal").layout.belt.pos) == (variant.world == "grounded")
     if variant.mimic:
+        from isaaclab_mimic.datagen.selection_strategy import assert_selection_strategy_exists
+
         assert set(cfg.subtask_configs) == {"left", "right"}
         for subtasks in cfg.subtask_configs.values():
             assert [s.object_ref for s in subtasks] == ["object", "bin"]
             assert subtasks[0].subtask_term_signal == "grasp"
+            for subtask in subtasks:
+                assert_selection_strategy_exists(subtask.selection_strategy)
 
 
 def test_unknown_task_names_the_nearest():
