@@ -6,7 +6,7 @@ STAMP := $(VENV)/.r2s2r-installed
 export MUJOCO_GL ?= egl
 export PYOPENGL_PLATFORM ?= egl
 
-.PHONY: setup demo test test-slow bench lint format clean lerobot-venv studio studio-deps studio-bench
+.PHONY: setup demo test test-slow bench lint format clean lerobot-venv studio studio-deps studio-bench isaaclab-setup test-isaaclab
 
 setup: $(STAMP)
 
@@ -98,5 +98,46 @@ lerobot-venv:
 	$(LEROBOT_VENV)/bin/python -c "import lerobot.datasets.lerobot_dataset" && \
 		echo "LeRobot installed: $(LEROBOT_VENV)/bin/python"
 
+# The Isaac Lab extension (source/r2s2r_isaaclab) in its own Python 3.12 venv. isaaclab 3.0.0
+# goes in without its ~50 requirements (open3d, transformers, tensorboard, RL libraries, Pink
+# IK, teleop and UI packages none of the extension's code paths import); then what its config
+# classes, Newton physics, Mimic and dataset code import, with Isaac Lab's pins (torch 2.11,
+# warp-lang 1.17, newton[sim] 1.6.1: torch's CUDA libraries are most of the ~3 GB download,
+# PyPI has no CPU build of torch 2.11 for Python 3.12). The core goes in without its own pins
+# (its mujoco 4.0 pin would replace newton's mujoco 3.12), with the packages it imports.
+ISAACLAB_VENV := .venv-isaaclab
+ISAACLAB_BIN := $(ISAACLAB_VENV)/bin
+ISAACLAB_STAMP := $(ISAACLAB_VENV)/.r2s2r-isaaclab-installed
+
+isaaclab-setup: $(ISAACLAB_STAMP)
+
+$(ISAACLAB_STAMP): pyproject.toml source/r2s2r_isaaclab/pyproject.toml
+	@test -n "$(PY312)" || { echo "isaaclab-setup: no Python 3.12 (not on PATH, no pyenv 3.12.1)" >&2; exit 1; }
+	@bash scripts/ensure_debian_libs.sh "headless rendering (EGL, Mesa; or set MUJOCO_GL=osmesa)" \
+		"libEGL.so.1 libGL.so.1" "libegl1 libgl1 libgles2 libgl1-mesa-dri"
+	test -x $(ISAACLAB_BIN)/python || $(PY312) -m venv $(ISAACLAB_VENV)
+	$(ISAACLAB_BIN)/python -m pip install --quiet --upgrade pip
+	$(ISAACLAB_BIN)/python -m pip install --quiet --no-deps "isaaclab==3.0.0"
+	$(ISAACLAB_BIN)/python -m pip install --quiet "torch==2.11.0" "torchvision==0.26.0" \
+		"warp-lang==1.17.0" "newton[sim]==1.6.1" "usd-exchange==3.0.1" "newton-usd-schemas>=0.5.0" \
+		pyyaml rich hydra-core prettytable psutil lazy_loader "h5py>=3.15" scipy "gymnasium>=1.2" \
+		"tqdm>=4.67.1" packaging Jinja2 toml
+	$(ISAACLAB_BIN)/python -m pip install --quiet "pydantic>=2.6,<3" "numba>=0.63.1" \
+		"opencv-python-headless>=4.10,<5" "av>=12" pyarrow typer pytest pytest-timeout
+	@# The extension's editable install puts its project folder on sys.path (compat mode): the
+	@# core's puts source/ there, where source/r2s2r_isaaclab would otherwise be imported as an
+	@# empty namespace package.
+	$(ISAACLAB_BIN)/python -m pip install --quiet --no-deps -e .
+	$(ISAACLAB_BIN)/python -m pip install --quiet --no-deps --config-settings editable_mode=compat \
+		-e source/r2s2r_isaaclab
+	cd / && $(abspath $(ISAACLAB_BIN))/python -c "import isaaclab_newton.physics, isaaclab_tasks.utils, \
+		r2s2r_isaaclab; assert r2s2r_isaaclab.__file__, 'r2s2r_isaaclab imports as a namespace'"
+	@touch $(ISAACLAB_STAMP)
+	@echo "Isaac Lab extension installed: $(ISAACLAB_BIN)/python"
+
+# The tests that need Isaac Lab (tests/isaaclab; `make test` does not collect that folder).
+test-isaaclab: $(ISAACLAB_STAMP)
+	$(ISAACLAB_BIN)/python -m pytest -q --durations=10 tests/isaaclab
+
 clean:
-	rm -rf $(VENV) outputs .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(ISAACLAB_VENV) outputs .pytest_cache .mypy_cache .ruff_cache

@@ -95,6 +95,8 @@ def test_a_built_wheel_ships_the_presets(tmp_path: Path) -> None:
     assert "r2s2r_studio/window.py" in names
     entry = next(n for n in names if n.endswith("entry_points.txt"))
     assert "r2s2r-studio = r2s2r_studio.main:main" in zipfile.ZipFile(wheel).read(entry).decode()
+    # The Isaac Lab extension beside the core in source/ is its own package.
+    assert not [n for n in names if n.startswith("r2s2r_isaaclab")]
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
     (tmp_path / "empty").mkdir()

@@ -16,7 +16,7 @@ from r2s2r.sim.appearance import Appearance
 from r2s2r.sim.cell import Cell
 from r2s2r.sim.contract import Contract
 from r2s2r.sim.embodiment import ActionMode, Embodiment
-from r2s2r.sim.physics import make_physics
+from r2s2r.sim.physics import PhysicsFactory, PhysicsName, make_physics
 from r2s2r.sim.render import RENDERERS, Renderer, make_renderer
 from r2s2r.sim.scene import build_scene
 from r2s2r.spec import TaskSpec, WorldSpec
@@ -45,6 +45,9 @@ class PickSortVectorEnv(gym.vector.VectorEnv[dict[str, Any], np.ndarray, np.ndar
     world's state (correct but slow); ``"mujoco_warp"`` renders all worlds in one batch on the
     physics device with MuJoCo Warp's ray tracer (``WarpSceneRenderer``: same cameras,
     different shading, no motion blur).
+
+    ``physics`` is a backend name (``physics.PHYSICS``) or a factory that builds one over the
+    scene's model (the Isaac Lab extension passes its Newton backend this way).
     """
 
     metadata = {"render_modes": [], "autoreset_mode": AutoresetMode.NEXT_STEP}
@@ -61,6 +64,7 @@ class PickSortVectorEnv(gym.vector.VectorEnv[dict[str, Any], np.ndarray, np.ndar
         randomize_appearance: bool = False,
         renderer: str = "mujoco",
         env_state: bool = False,
+        physics: PhysicsName | PhysicsFactory = "mujoco_warp",
     ) -> None:
         if renderer not in RENDERERS:
             raise ValueError(f"renderer: {RENDERERS.unknown(renderer)}")
@@ -70,7 +74,10 @@ class PickSortVectorEnv(gym.vector.VectorEnv[dict[str, Any], np.ndarray, np.ndar
         )
         self.condition = condition
         self.scene = build_scene(self.task_spec, self.world_spec, action_mode=action_mode)
-        self.physics = make_physics("mujoco_warp", self.scene.model, num_envs, device)
+        if isinstance(physics, str):
+            self.physics = make_physics(physics, self.scene.model, num_envs, device)
+        else:
+            self.physics = physics(self.scene.model, num_envs, device)
         self.cell = Cell(self.scene, self.physics)
         self.contract = Contract.of(self.scene.embodiment, action_mode)
         self.appearance = Appearance(self.scene, randomize_appearance, num_envs)

@@ -1,0 +1,143 @@
+"""Isaac Lab env configs of the pick-and-sort tasks, built from the core's TaskSpec / WorldSpec.
+
+A config names its world, condition and task the way the core does; every number of the
+scene (timestep, control rate, episode length, action and observation sizes) is read from
+those specs in ``__post_init__``, so nothing here is a second copy of them. One config class
+per registered task (``names.task_variants``), made from ``PickSortEnvCfg`` and, for the
+Mimic tasks, Isaac Lab's ``MimicEnvCfg``.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import cast
+
+from isaaclab.envs import DirectRLEnvCfg
+from isaaclab.envs.mimic_env_cfg import MimicEnvCfg, SubTaskConfig
+from isaaclab.scene import InteractiveSceneCfg
+from isaaclab.sim import SimulationCfg
+from isaaclab.utils import configclass
+from isaaclab_newton.physics import MJWarpSolverCfg, NewtonCfg
+
+from r2s2r.sim.contract import Contract
+from r2s2r.sim.embodiment import ACTION_MODES, ActionMode
+from r2s2r.sim.scene import build_scene
+from r2s2r.spec import TaskSpec, WorldSpec
+from r2s2r.spec.conditions import apply_condition
+from r2s2r.spec.worlds import load_task, load_world
+from r2s2r_isaaclab.names import TaskVariant, task_variants
+
+# MuJoCo Warp's per-world buffers for the cell (as the core's mujoco_warp backend sizes them).
+NJMAX, NCONMAX = 768, 192
+
+
+def newton_sim_cfg(world: WorldSpec, device: str = "cpu") -> SimulationCfg:
+    """Kit-less Newton physics on the MuJoCo Warp solver, at the world's timestep."""
+    solver = MJWarpSolverCfg(
+        njmax=NJMAX,
+        nconmax=NCONMAX,
+        integrator="implicitfast",
+        cone="elliptic",
+        impratio=5.0,
+    )
+    return SimulationCfg(dt=world.timestep, device=device, physics=NewtonCfg(solver_cfg=solver))
+
+
+@configclass
+class PickSortEnvCfg(DirectRLEnvCfg):
+    """The pick-and-sort cell as an Isaac Lab env config (``r2s2r_isaaclab.env``)."""
+
+    # The core's names: a world (a WorldSpec name or YAML path), a condition and a task.
+    world: str = "nominal"
+    condition: str = "nominal"
+    task: str = "pick_sort"
+    # The action mode of the core's contract ("tcp" or "joint").
+    action_mode: str = "tcp"
+    # Observations as the core's vector env gives them: images (MuJoCo's renderer on a CPU
+    # copy of each world) and the presented object's pose.
+    images: bool = False
+    env_state: bool = False
+    sim: SimulationCfg = SimulationCfg()
+    scene: InteractiveSceneCfg = InteractiveSceneCfg(num_envs=2, env_spacing=3.0)
+    # Filled from the specs in __post_init__.
+    decimation: int = 0
+    episode_length_s: float = 0.0
+    observation_space: int = 0
+    action_space: int = 0
+
+    def __post_init__(self) -> None:
+        task, world = self.specs()
+        self.sim = newton_sim_cfg(world, self.sim.device)
+        self.decimation = max(1, round(1.0 / (task.control_hz * world.timestep)))
+        self.episode_length_s = task.episode_s
+        if self.action_mode not in ACTION_MODES:
+            raise ValueError(f"action_mode: one of {ACTION_MODES}, got {self.action_mode!r}")
+        mode = cast(ActionMode, self.action_mode)
+        contract = Contract.of(build_scene(task, world, action_mode=mode).embodiment, mode)
+        self.action_space = contract.action_dim
+        self.observation_space = contract.state_dim
+
+    def specs(self) -> tuple[TaskSpec, WorldSpec]:
+        """The task and world the env runs, with the condition applied."""
+        return apply_condition(self.condition, load_task(self.task), load_world(self.world))
+
+
+def mimic_subtasks(eef: str) -> list[SubTaskConfig]:
+    """Two subtasks per arm: grasp the presented object, then carry it to its bin (the last
+    subtask ends with the episode, so it has no signal)."""
+    return [
+        SubTaskConfig(
+            object_ref="object",
+            subtask_term_signal="grasp",
+            subtask_term_offset_range=(0, 0),
+            selection_strategy="nearest_neighbor_object",
+            action_noise=0.0,
+            num_interpolation_steps=5,
+            description=f"{eef} arm: grasp the object on the belt",
+        ),
+        SubTaskConfig(
+            object_ref="bin",
+            subtask_term_signal=None,
+            selection_strategy="random",
+            action_noise=0.0,
+            num_interpolation_steps=5,
+            description=f"{eef} arm: put the object in its bin",
+        ),
+    ]
+
+
+@configclass
+class PickSortMimicEnvCfg(PickSortEnvCfg, MimicEnvCfg):
+    """The pick-and-sort env for Isaac Lab Mimic (``r2s2r_isaaclab.mimic``)."""
+
+    def __post_init__(self) -> None:
+        PickSortEnvCfg.__post_init__(self)
+        self.datagen_config.name = f"r2s2r_pick_sort_{self.world}"
+        self.datagen_config.generation_guarantee = True
+        self.datagen_config.generation_keep_failed = False
+        self.datagen_config.generation_num_trials = 10
+        self.datagen_config.generation_select_src_per_subtask = True
+        self.datagen_config.max_num_failures = 25
+        self.datagen_config.seed = 1
+        self.subtask_configs = {eef: mimic_subtasks(eef) for eef in ("left", "right")}
+
+
+def _variant_cfg(variant: TaskVariant) -> type:
+    base = PickSortMimicEnvCfg if variant.mimic else PickSortEnvCfg
+    attrs = {
+        "__annotations__": {"world": str, "condition": str},
+        "world": variant.world,
+        "condition": variant.condition,
+        "__module__": __name__,
+        "__qualname__": variant.cfg_class_name,
+        "__doc__": f"The env config of ``{variant.task_id}``.",
+    }
+    return configclass(type(variant.cfg_class_name, (base,), attrs))
+
+
+# One config class per registered task, named as ``TaskVariant.cfg_class_name`` says.
+VARIANT_CFGS: dict[str, type] = {}
+for _variant in task_variants():
+    _cls = _variant_cfg(_variant)
+    setattr(sys.modules[__name__], _variant.cfg_class_name, _cls)
+    VARIANT_CFGS[_variant.task_id] = _cls

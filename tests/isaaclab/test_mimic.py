@@ -1,0 +1,104 @@
+"""The Mimic env's six methods (Isaac Lab Mimic's ``ManagerBasedRLMimicEnv`` interface) on a
+recorded demo replayed in the Isaac Lab env."""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+import r2s2r_isaaclab
+import torch
+from isaaclab.envs import ManagerBasedRLMimicEnv
+from r2s2r_isaaclab.mimic import PickSortMimicEnv
+
+from r2s2r.data.config import ACTION_KEY
+from r2s2r.data.reader import Dataset
+from r2s2r.geometry.rotations import quat_to_mat
+
+SIX = (
+    "get_robot_eef_pose",
+    "target_eef_pose_to_action",
+    "action_to_target_eef_pose",
+    "actions_to_gripper_actions",
+    "get_object_poses",
+    "get_subtask_term_signals",
+)
+# Steps replayed past the one at which the core's cell lifts the object.
+AFTER_LIFT = 20
+
+
+@pytest.fixture(scope="module")
+def mimic_env():
+    env = r2s2r_isaaclab.make_env("Isaac-R2S2R-PickSort-Ungrounded-Mimic-v0", num_envs=1)
+    assert isinstance(env, PickSortMimicEnv)
+    return env
+
+
+def test_the_six_methods_have_isaac_lab_mimics_signatures():
+    for name in SIX:
+        ours = inspect.signature(getattr(PickSortMimicEnv, name))
+        theirs = inspect.signature(getattr(ManagerBasedRLMimicEnv, name))
+        assert list(ours.parameters) == list(theirs.parameters), name
+
+
+def test_six_methods_on_a_recorded_demo(mimic_env, demo):
+    env = mimic_env
+    actions = Dataset(demo.root).episode_arrays(0)[ACTION_KEY]
+    env.reset(seed=0)
+    env.cell.reset(np.array([0]), [np.random.default_rng(0)], demo.objects, demo.spawn)
+    # action <-> target pose: the inverse of each other on every recorded action.
+    acts = torch.as_tensor(np.array(actions), dtype=torch.float32)
+    targets = env.action_to_target_eef_pose(acts)
+    grippers = env.actions_to_gripper_actions(acts)
+    assert set(targets) == set(grippers) == {"left", "right"}
+    assert targets["left"].shape == (len(actions), 4, 4)
+    assert grippers["right"].shape == (len(actions), 20)
+    for t in (0, 100, 250):
+        back = env.target_eef_pose_to_action(
+            {k: v[t] for k, v in targets.items()}, {k: v[t] for k, v in grippers.items()}
+        )
+        a = actions[t]
+        # The quaternion may come back with the other sign: compare the rotations.
+        for arm in range(2):
+            part, got = a[arm * 27 : (arm + 1) * 27], back[arm * 27 : (arm + 1) * 27].numpy()
+            np.testing.assert_allclose(got[:3], part[:3], atol=1e-5)
+            np.testing.assert_allclose(quat_to_mat(got[3:7]), quat_to_mat(part[3:7]), atol=1e-5)
+            np.testing.assert_allclose(got[7:], part[7:], atol=1e-5)
+    noisy = env.target_eef_pose_to_action(
+        {k: v[0] for k, v in targets.items()},
+        {k: v[0] for k, v in grippers.items()},
+        action_noise_dict={"left": 0.01, "right": 0.0},
+    ).numpy()
+    assert 0 < np.abs(noisy[:3] - actions[0, :3]).max() < 0.1
+    np.testing.assert_allclose(noisy[27:30], actions[0, 27:30], atol=1e-6)
+    # Replay: the eef pose is the TCP the core's contract observes, the object pose is the
+    # presented object's, and the grasp signal switches on once the object is held.
+    from r2s2r_isaaclab.mimic import GRASP_LIFT
+
+    rest = env.task_spec.object_named(demo.objects[0]).rest_height
+    lift = demo.object_pos[:, 2] - env.world_spec.layout.belt.pos[2] > rest + GRASP_LIFT
+    lifted_at = int(np.argmax(lift))
+    assert lift[lifted_at], "the demo never lifts its object"
+    grasp = []
+    for t in range(lifted_at + AFTER_LIFT):
+        obs, *_ = env.step(torch.as_tensor(actions[t : t + 1]))
+        for arm, eef in enumerate(("left", "right")):
+            pose = env.get_robot_eef_pose(eef, env_ids=[0])[0].numpy()
+            np.testing.assert_allclose(pose[:3, 3], obs["tcp_pose"][0, arm, :3], atol=1e-5)
+            np.testing.assert_allclose(
+                pose[:3, :3], quat_to_mat(obs["tcp_pose"][0, arm, 3:]), atol=1e-5
+            )
+        poses = env.get_object_poses()
+        np.testing.assert_allclose(
+            poses["object"][0, :3, 3].numpy(), env.cell.object_states()[0][0, 0], atol=1e-5
+        )
+        grasp.append(float(env.get_subtask_term_signals()["grasp"][0]))
+    assert set(poses) >= {"object", "bin", *env.cell.bin_names}
+    bin_name = env.cell.bin_names[env.cell.assigned_bin[env.cell.chosen[0, 0]]]
+    np.testing.assert_allclose(poses["bin"][0].numpy(), poses[bin_name][0].numpy())
+    # Not held at the start; held from (about) the step the core's cell lifted it on.
+    assert grasp[0] == 0.0 and grasp[-1] == 1.0
+    first = grasp.index(1.0)
+    assert abs(first - lifted_at) <= 5, (first, lifted_at)
+    assert all(g == 1.0 for g in grasp[first:]), "the grasp signal flickers"
