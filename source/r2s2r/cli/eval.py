@@ -41,6 +41,9 @@ def evaluate(
     execution: Annotated[
         ExecutionKind, typer.Option("--execution", help="how chunks are joined")
     ] = ExecutionKind.rtc,
+    exec_horizon: Annotated[
+        int, typer.Option("--exec-horizon", min=1, help="actions run per inference")
+    ] = 10,
     delay_periods: Annotated[
         str,
         typer.Option(
@@ -74,7 +77,12 @@ def evaluate(
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     delay = None if delay_periods == "measured" else _periods(delay_periods)
-    runtime = {"execution": execution.value, "delay_periods": delay, "max_s": max_seconds}
+    runtime = {
+        "execution": execution.value,
+        "exec_horizon": exec_horizon,
+        "delay_periods": delay,
+        "max_s": max_seconds,
+    }
     options = {
         "out": out,
         "policy": policy,
