@@ -6,7 +6,7 @@ STAMP := $(VENV)/.r2s2r-installed
 export MUJOCO_GL ?= egl
 export PYOPENGL_PLATFORM ?= egl
 
-.PHONY: setup demo test test-slow bench lint format clean lerobot-venv studio studio-deps studio-bench isaaclab-setup test-isaaclab
+.PHONY: setup demo test test-slow bench lint format clean lerobot-venv studio studio-deps studio-bench isaaclab-setup test-isaaclab test-learning
 
 setup: $(STAMP)
 
@@ -46,6 +46,12 @@ test: $(STAMP)
 
 test-slow: $(STAMP)
 	$(PYTEST) --dist load -m slow
+
+# The closed-loop learning check (tests/test_closed_loop.py: record takes, train the tiny
+# policy, evaluate it on the twin; 20-40 min on 2 cores). Not in CI yet: the same recipe
+# sorted in one of two training runs (README, "The closed-loop learning check").
+test-learning: $(STAMP)
+	$(BIN)/python -m pytest -q -s -m learning tests/test_closed_loop.py
 
 bench: $(STAMP)
 	$(BIN)/r2s2r sim bench
