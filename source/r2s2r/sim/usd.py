@@ -177,14 +177,10 @@ def _geom(stage: Usd.Stage, model: mujoco.MjModel, g: int, body_path: str) -> No
         geom = UsdGeom.Sphere.Define(stage, path)
         geom.CreateRadiusAttr(float(size[0]))
         scale = None
-    elif gtype == mujoco.mjtGeom.mjGEOM_CAPSULE:
-        geom = UsdGeom.Capsule.Define(stage, path)
-        geom.CreateRadiusAttr(float(size[0]))
-        geom.CreateHeightAttr(float(2 * size[1]))
-        geom.CreateAxisAttr(UsdGeom.Tokens.z)
-        scale = None
-    elif gtype == mujoco.mjtGeom.mjGEOM_CYLINDER:
-        geom = UsdGeom.Cylinder.Define(stage, path)
+    elif gtype == mujoco.mjtGeom.mjGEOM_CAPSULE or gtype == mujoco.mjtGeom.mjGEOM_CYLINDER:
+        # MuJoCo's size is (radius, half-length) for both; USD's height is the whole length.
+        shape = UsdGeom.Capsule if gtype == mujoco.mjtGeom.mjGEOM_CAPSULE else UsdGeom.Cylinder
+        geom = shape.Define(stage, path)
         geom.CreateRadiusAttr(float(size[0]))
         geom.CreateHeightAttr(float(2 * size[1]))
         geom.CreateAxisAttr(UsdGeom.Tokens.z)
