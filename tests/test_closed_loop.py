@@ -47,7 +47,7 @@ def test_a_tiny_policy_trained_on_twin_takes_sorts_at_their_seed(tmp_path: Path)
         )  # fmt: skip
     r2s2r(
         "train", "--preset", PRESET, "--real", demos, "--out", run, "--steps", 3000,
-        "--batch-size", 16, "--lr", "2e-3", "--warmup", 100, "--workers", 0,
+        "--batch-size", 16, "--lr", "2e-3", "--final-lr", "1e-4", "--warmup", 100, "--workers", 0,
         "--save-every", 1000, "--log-every", 100, "--cache-dir", tmp_path / "cache",
     )  # fmt: skip
     metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]

@@ -51,6 +51,14 @@ def train(
     resume: Annotated[bool, typer.Option("--resume", help="continue the run in --out")] = False,
     batch_size: Annotated[int, typer.Option("--batch-size", min=1)] = 32,
     lr: Annotated[float, typer.Option("--lr", help="peak learning rate")] = 1e-4,
+    final_lr: Annotated[
+        float | None,
+        typer.Option(
+            "--final-lr",
+            min=0,
+            help="learning rate at the end of the cosine decay (default: lr/10, at most 1e-5)",
+        ),
+    ] = None,
     warmup: Annotated[int, typer.Option("--warmup", min=0, help="warmup steps")] = 1000,
     workers: Annotated[int, typer.Option("--workers", min=0, help="loader processes")] = 2,
     seed: Annotated[int, typer.Option("--seed")] = 0,
@@ -91,7 +99,7 @@ def train(
             "steps": steps,
             "batch_size": batch_size,
             "lr": lr,
-            "final_lr": min(lr / 10, 1e-5),
+            "final_lr": min(lr / 10, 1e-5) if final_lr is None else final_lr,
             "warmup_steps": warmup,
             "workers": workers,
             "seed": seed,
