@@ -53,6 +53,7 @@ def run(
     seed: int = 0,
     stop: Any = None,
     progress: Any = None,
+    cell: int | None = None,
     **runtime: Any,
 ) -> EvalResult:
     setup = EvalSetup(
@@ -62,8 +63,10 @@ def run(
         trials=trials,
         runtime=RuntimeCfg(max_s=max_s, **runtime),
         video=video,
+        cell=cell,
     )
-    return evaluate(setup, source, TwinRigs(64), progress=progress, should_stop=stop)
+    rigs = TwinRigs(64, cell=cell)
+    return evaluate(setup, source, rigs, progress=progress, should_stop=stop)
 
 
 def lines(path: Path) -> list[dict[str, Any]]:
@@ -209,6 +212,7 @@ def test_a_directory_of_another_evaluation_is_refused_and_left_alone(
         (dict(protocol=load_protocol("paper")), "evaluates protocol 'smoke', not 'paper'"),
         (dict(seed=1), "evaluates protocol_seed 0, not 1"),
         (dict(execution="sync"), '"execution": "rtc"'),
+        (dict(cell=3), "evaluates cell None, not 3"),
     ]
     for options, message in cases:
         with pytest.raises(EvalError, match=message):

@@ -35,6 +35,14 @@ def test_the_ideal_twin_is_the_same_hidden_world_without_the_imperfections() -> 
     assert m.body("left_cable_payload").mass[0] == pytest.approx(flaws.dynamics.payload_kg[0])
 
 
+def test_the_cell_is_drawn_apart_from_the_seed() -> None:
+    # One hidden cell (truth, flaws, optics) hosts episodes of any seed, as a real cell does.
+    own, hosted, other = TwinRig(seed=5), TwinRig(seed=1, cell=5), TwinRig(seed=1)
+    assert hosted.cell == 5 and other.cell == 1
+    assert hosted.reveal_truth() == own.reveal_truth()
+    assert hosted.reveal_truth().world != other.reveal_truth().world
+
+
 def test_readings_are_noisy_quantized_and_fixed_within_a_period() -> None:
     twin = TwinRig(seed=2)
     r = twin.reveal_truth().imperfections.readings

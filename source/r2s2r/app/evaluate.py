@@ -35,6 +35,8 @@ class EvalRequest(Spec):
     rig: Literal["twin", "hardware"] = "twin"
     # The cell's hardware YAML (--rig hardware).
     config: Path | None = None
+    # The twin's hidden cell hosting every trial (None: each trial seed's own cell).
+    cell: int | None = None
     # A protocol name (``r2s2r.eval.protocol.PROTOCOLS``) or a protocol YAML.
     protocol: str = "paper"
     # Run the first N trials of the protocol's list (None: all).
@@ -114,6 +116,7 @@ def evaluate(
         rig=request.rig,
         runtime=request.runtime,
         video=video,
+        cell=request.cell if request.rig == "twin" else None,
     )
     source = open_policy(request.policy, request.server, request.token, request.device)
     rigs: Any = None
@@ -123,7 +126,7 @@ def evaluate(
             assert keys is not None
             rigs, judge = _hardware(request, keys, prompt)
         else:
-            rigs = TwinRigs(request.image_size)
+            rigs = TwinRigs(request.image_size, cell=request.cell)
 
         def hook(done: int, total: int, successes: int, last: Any) -> None:
             text = f"sorted {successes}/{done}" + (f", last {last.outcome}" if last else "")

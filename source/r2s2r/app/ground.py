@@ -22,6 +22,8 @@ class GroundRequest(Spec):
     rig: Literal["twin", "hardware"] = "twin"
     # Twin seed (also seeds the excitation and replay commands).
     seed: int = 0
+    # The twin's hidden cell (``TwinRig``'s ``cell``; None: the seed's).
+    cell: int | None = None
     # The cell's hardware YAML (hardware rig only).
     config: Path | None = None
     # Ground an existing capture in ``out`` and capture nothing.
@@ -46,7 +48,9 @@ def capture(
     returns the rig's task and nominal world."""
     from r2s2r.ground.pipeline import capture_all
 
-    rig, task, nominal = open_rig(request.rig, request.seed, request.config, native_cameras=True)
+    rig, task, nominal = open_rig(
+        request.rig, request.seed, request.config, native_cameras=True, cell=request.cell
+    )
     try:
         report(progress, "capture", 0, 1)
         capture_all(

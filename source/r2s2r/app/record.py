@@ -30,6 +30,8 @@ class RecordRequest(Spec):
     # The scripted operator's own seed (its per-take style), where it differs from ``seed``:
     # the same twin and instances with another operator's takes (default: ``seed``).
     operator_seed: int | None = None
+    # The twin's hidden cell (``TwinRig``'s ``cell``; None: the seed's).
+    cell: int | None = None
     # Pace the twin to the wall clock.
     realtime: bool = False
     # Takes run by themselves (the twin's scripted operator), or are driven from keys.
@@ -167,7 +169,7 @@ def _twin(request: RecordRequest) -> tuple[Any, ...]:
     world = load_world("nominal")
     size = request.image_size or 64  # Without views the size is never rendered.
     world = world.replace(render=world.render.model_copy(update={"obs_size": (size, size)}))
-    twin = TwinRig(seed=request.seed, world=world, realtime=request.realtime)
+    twin = TwinRig(seed=request.seed, world=world, realtime=request.realtime, cell=request.cell)
     calibration = TrackerCalibration.twin()
     arms: dict[str, Arm] = dict(twin.arms)
     hands: dict[str, Hand] = dict(twin.hands)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Annotated
+
+import typer
 
 
 class RigKind(StrEnum):
@@ -14,3 +17,15 @@ class ExecutionKind(StrEnum):
     rtc = "rtc"
     blend = "blend"
     sync = "sync"
+
+
+# The twin's hidden cell, apart from the seed (``TwinRig``'s ``cell``).
+CellOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--cell",
+        min=0,
+        help="twin: the hidden cell (its true parameters and flaws), apart from --seed; "
+        "default: the seed's own",
+    ),
+]

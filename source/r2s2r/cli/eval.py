@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from r2s2r.cli.choices import ExecutionKind, RigKind
+from r2s2r.cli.choices import CellOpt, ExecutionKind, RigKind
 
 
 def evaluate(
@@ -38,6 +38,7 @@ def evaluate(
         typer.Option("--trials", min=1, help="run the first N trials of the protocol's list"),
     ] = None,
     seed: Annotated[int, typer.Option("--seed", min=0, help="the protocol seed")] = 0,
+    cell: CellOpt = None,
     execution: Annotated[
         ExecutionKind, typer.Option("--execution", help="how chunks are joined")
     ] = ExecutionKind.rtc,
@@ -93,6 +94,7 @@ def evaluate(
         "protocol": protocol,
         "trials": trials,
         "seed": seed,
+        "cell": cell,
         "runtime": runtime,
         "video": video,
         "image_size": image_size,
@@ -118,11 +120,11 @@ def evaluate(
         typer.echo(json.dumps(result.summary(), indent=2))
         return
     summary = result.summary()
-    for group, cell in summary["table"].items():
-        if cell["trials"]:
+    for group, row in summary["table"].items():
+        if row["trials"]:
             typer.echo(
-                f"{group:>14}: {cell['successes']}/{cell['trials']} "
-                f"({cell['rate']:.0%}, 95% CI {cell['wilson_low']:.0%}-{cell['wilson_high']:.0%})"
+                f"{group:>14}: {row['successes']}/{row['trials']} "
+                f"({row['rate']:.0%}, 95% CI {row['wilson_low']:.0%}-{row['wilson_high']:.0%})"
             )
     state = "finished" if result.finished else "stopped; rerun to continue"
     typer.echo(f"{out}: {summary['trials_done']} of {summary['trials_planned']} trials ({state})")

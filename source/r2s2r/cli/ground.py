@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from r2s2r.cli.choices import CellOpt
 from r2s2r.cli.record import RigKind
 
 if TYPE_CHECKING:
@@ -98,13 +99,14 @@ def capture(
     out: Annotated[Path, typer.Option("--out", help="capture folder")],
     rig: RigOpt = RigKind.twin,
     seed: SeedOpt = 0,
+    cell: CellOpt = None,
     config: ConfigOpt = None,
 ) -> None:
     """Capture board views, RGB-D of the cell and excitation recordings through a rig."""
     from r2s2r.app.ground import GroundRequest
     from r2s2r.app.ground import capture as run_capture
 
-    run_capture(GroundRequest(out=out, rig=rig.value, seed=seed, config=config))
+    run_capture(GroundRequest(out=out, rig=rig.value, seed=seed, cell=cell, config=config))
     typer.echo(f"{out}: captured (cameras/, scene/, sysid/, replay/)")
 
 
@@ -113,6 +115,7 @@ def ground_all_cmd(
     out: Annotated[Path, typer.Option("--out", help="capture and output folder")],
     rig: RigOpt = RigKind.twin,
     seed: SeedOpt = 0,
+    cell: CellOpt = None,
     config: ConfigOpt = None,
     reuse: Annotated[
         bool, typer.Option("--reuse", help="ground an existing capture in --out, capture nothing")
@@ -122,7 +125,10 @@ def ground_all_cmd(
     """Capture, calibrate, register and identify; write OUT/grounded.yaml and OUT/report.md."""
     from r2s2r.app.ground import GroundRequest, ground
 
-    result = ground(GroundRequest(out=out, rig=rig.value, seed=seed, config=config, reuse=reuse))
+    request = GroundRequest(
+        out=out, rig=rig.value, seed=seed, cell=cell, config=config, reuse=reuse
+    )
+    result = ground(request)
     if as_json:
         typer.echo(json.dumps(result.summary(), indent=2, default=float))
         return

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from r2s2r.cli.choices import RigKind
+from r2s2r.cli.choices import CellOpt, RigKind
 
 
 def record(
@@ -24,6 +24,7 @@ def record(
             "of the same instances)",
         ),
     ] = None,
+    cell: CellOpt = None,
     realtime: Annotated[
         bool, typer.Option("--realtime", help="pace the twin to the wall clock")
     ] = False,
@@ -70,6 +71,7 @@ def record(
         episodes=episodes,
         seed=seed,
         operator_seed=operator_seed,
+        cell=cell,
         realtime=realtime,
         scripted=scripted,
         config=config,

@@ -72,6 +72,8 @@ class EvalSetup:
     # Which trials are recorded into rollouts/ (with their video): "all", "none", or "N":
     # every trial whose index is a multiple of N.
     video: str = "all"
+    # The twin's hidden cell hosting every trial (None: each trial seed's own cell).
+    cell: int | None = None
 
 
 def video_every(video: str) -> int | None:
@@ -121,13 +123,17 @@ class Judge(Protocol):
 
 class TwinRigs:
     """Trials on the twin: a fresh ``TwinRig`` at the trial's seed and condition, with views
-    of ``image_size`` px; the twin judges its episodes."""
+    of ``image_size`` px, in the hidden ``cell`` (None: the trial seed's own); the twin
+    judges its episodes."""
 
     kind = "twin"
 
-    def __init__(self, image_size: int = 256, world: str | Path = "nominal") -> None:
+    def __init__(
+        self, image_size: int = 256, world: str | Path = "nominal", cell: int | None = None
+    ) -> None:
         from r2s2r.spec.worlds import load_world
 
+        self.cell = cell
         base = load_world(world)
         size = (image_size, image_size)
         self.world = base.replace(render=base.render.model_copy(update={"obs_size": size}))
@@ -135,7 +141,7 @@ class TwinRigs:
     def open(self, trial: Trial) -> tuple[Rig, SafetySupervisor, TaskSpec, WorldSpec]:
         from r2s2r.rig.twin import TwinRig
 
-        twin = TwinRig(seed=trial.seed, world=self.world, condition=trial.condition)
+        twin = TwinRig(seed=trial.seed, world=self.world, condition=trial.condition, cell=self.cell)
         sup = SafetySupervisor(dict(twin.arms), dict(twin.hands), twin.now, twin.embodiment)
         return twin, sup, twin.task, twin.nominal
 
@@ -215,6 +221,7 @@ def evaluate(
         policy=source.info,
         runtime=setup.runtime.model_dump(mode="json"),
         version=__version__,
+        cell=setup.cell,
     )
     before = _existing(out, info, full)
     if before is not None:
@@ -271,7 +278,7 @@ def _existing(out: Path, info: EvalInfo, full: tuple[Trial, ...]) -> TrialLog | 
         return None
     before = read_trials(out)
     old = before.info
-    for name in ("protocol", "protocol_seed", "rig", "policy", "runtime"):
+    for name in ("protocol", "protocol_seed", "rig", "cell", "policy", "runtime"):
         was, now = getattr(old, name), getattr(info, name)
         if was != now:
             raise EvalError(

@@ -220,6 +220,8 @@ class EvalInfo:
     # The runtime's RuntimeCfg as JSON (kept as written; the runtime layer owns its schema).
     runtime: dict[str, Any] = field(default_factory=dict)
     version: str = ""
+    # The twin's hidden cell, where one cell hosts every trial (None: each trial seed's own).
+    cell: int | None = None
 
     def __post_init__(self) -> None:
         _checked_info(self.to_json(), "eval info")
@@ -248,6 +250,8 @@ def _checked_info(data: Any, where: str) -> dict[str, Any]:
         "policy": _checked_policy(_get(data, "policy", dict, where), f"{where}: policy"),
         "runtime": dict(_get(data, "runtime", dict, where)),
         "version": _get(data, "version", str, where),
+        # Logs from before the field: each trial on its seed's own cell.
+        "cell": _get(data, "cell", (int, type(None)), where) if "cell" in data else None,
     }
 
 
@@ -389,7 +393,7 @@ def check_comparable(logs: Sequence[TrialLog]) -> None:
     ref = first.info
     for other in logs[1:]:
         info = other.info
-        for name in ("protocol", "protocol_seed", "rig"):
+        for name in ("protocol", "protocol_seed", "rig", "cell"):
             a, b = getattr(ref, name), getattr(info, name)
             if a != b:
                 raise TrialLogError(

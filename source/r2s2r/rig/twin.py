@@ -146,8 +146,13 @@ class TwinRig:
         ideal: bool = False,
         imperfections: Imperfections | None = None,
         views: TwinViewsCfg | None = None,
+        cell: int | None = None,
     ) -> None:
-        rng = np.random.default_rng(seed)
+        # ``cell`` draws the hidden cell (its truth and imperfections) apart from ``seed``
+        # (episodes, readings, board placements): one cell, many episodes, as a study records,
+        # grounds and evaluates in one real cell. None: the seed draws both.
+        self.cell = seed if cell is None else cell
+        rng = np.random.default_rng(self.cell)
         self.nominal = load_world(world)
         # The condition (``r2s2r.spec.conditions``) shifts the task and the hidden world.
         self.condition = condition
@@ -165,10 +170,10 @@ class TwinRig:
         if not ideal:
             objects = [o.name for o in self.task.objects]
             drawn_flaws = Imperfections.draw(
-                np.random.default_rng([seed, 7]), nominal_robot, objects
+                np.random.default_rng([self.cell, 7]), nominal_robot, objects
             )
             flaws = imperfections if imperfections is not None else drawn_flaws
-            effects = imperfect_optics(effects, truth_world, np.random.default_rng([seed, 8]))
+            effects = imperfect_optics(effects, truth_world, np.random.default_rng([self.cell, 8]))
         self.ideal = ideal
         self.__truth = TwinTruth(truth_world, effects, flaws)
         if views is None:
