@@ -29,14 +29,17 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 	@echo "r2s2r installed: $(BIN)/r2s2r"
 
+# The study's smoke preset end to end on the twin (README, "The study"): ends with the
+# report's path and the success table. Rerunning skips what is up to date.
 demo: $(STAMP)
-	$(BIN)/r2s2r sim demo --out outputs/demo
+	$(BIN)/r2s2r study --preset smoke --out outputs/demo
 
 # The tests run on one pytest-xdist worker per core (at most 4) and print the ten slowest.
 # `make test` skips the tests marked slow and keeps each test module on one worker
 # (--dist loadscope, in file order: by test count the grounding pipeline's module, whose
 # fixture takes two minutes, would start last), so a module fixture is made once;
-# `make test-slow` runs only the slow tests, spread test by test (--dist load).
+# `make test-slow` runs only the slow tests, spread test by test (--dist loadgroup: a module
+# marked with an xdist_group, the whole study's, stays on one worker for its fixture).
 # pytest-timeout stops a test after 450 s, a slow one after 1200 s (pyproject.toml,
 # tests/conftest.py). CI (.ci/run) runs lint, test, then test-slow.
 PYTEST := $(BIN)/python -m pytest -q -n auto --maxprocesses 4 --durations=10
@@ -45,7 +48,7 @@ test: $(STAMP)
 	$(PYTEST) --dist loadscope --no-loadscope-reorder
 
 test-slow: $(STAMP)
-	$(PYTEST) --dist load -m slow
+	$(PYTEST) --dist loadgroup -m slow
 
 # The closed-loop learning check (tests/test_closed_loop.py: record takes, train the tiny
 # policy, evaluate it on the twin; 20-40 min on 2 cores). Not in CI yet: the same recipe

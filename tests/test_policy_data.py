@@ -129,6 +129,20 @@ def test_windows_and_pad_masks_at_episode_boundaries(data: Path, tmp_path: Path)
         ds[12]
 
 
+def test_the_first_episodes_only(data: Path, tmp_path: Path) -> None:
+    # real holds episodes of 5 and 7 frames: the first one alone is its first 5 frames.
+    full, first = windows(data / "real", tmp_path), windows(data / "real", tmp_path, episodes=1)
+    assert len(first) == 5 and len(full) == 12
+    for i in range(5):
+        np.testing.assert_array_equal(first[i]["actions"], full[i]["actions"])
+    with pytest.raises(IndexError, match="frame 5 out of range"):
+        first[5]
+    with pytest.raises(PolicyError, match="episodes 3: the dataset holds 2 episodes"):
+        windows(data / "real", tmp_path, episodes=3)
+    # It crosses into loader processes with its subset.
+    assert len(pickle.loads(pickle.dumps(first))) == 5
+
+
 def test_images_are_resized_with_area_interpolation(data: Path, tmp_path: Path) -> None:
     ds = WindowDataset(data / "real", 16, P, H, cache_dir=tmp_path)
     img = ds[3]["images"][0]

@@ -20,6 +20,7 @@ from r2s2r.cli.rig import app as rig_app
 from r2s2r.cli.runtime import app as runtime_app
 from r2s2r.cli.serve import serve
 from r2s2r.cli.sim import app as sim_app
+from r2s2r.cli.study import app as study_app
 from r2s2r.cli.train import app as train_app
 
 app = typer.Typer(
@@ -35,6 +36,7 @@ app.add_typer(train_app, name="train")
 app.add_typer(policy_app, name="policy")
 app.add_typer(deploy_app, name="deploy")
 app.add_typer(runtime_app, name="runtime")
+app.add_typer(study_app, name="study")
 app.command("record")(record)
 app.command("generate")(generate)
 app.command("serve")(serve)

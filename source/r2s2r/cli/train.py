@@ -34,6 +34,10 @@ def train(
     ctx: typer.Context,
     preset: Annotated[str, typer.Option("--preset", help="tiny, 500m, 2b or a YAML")] = "tiny",
     real: Annotated[Path | None, typer.Option("--real", help="the real dataset")] = None,
+    real_episodes: Annotated[
+        int | None,
+        typer.Option("--real-episodes", min=1, help="train on the real dataset's first N episodes"),
+    ] = None,
     sim: Annotated[
         list[Path] | None, typer.Option("--sim", help="a simulated dataset (repeatable)")
     ] = None,
@@ -94,6 +98,7 @@ def train(
         {
             "preset": preset,
             "real": real,
+            "real_episodes": real_episodes,
             "sims": tuple(sim or ()),
             "alpha": alpha,
             "steps": steps,

@@ -250,9 +250,11 @@ def write_report(
     max_clips: int = 4,
     max_clip_mb: float = 4.0,
     max_clips_mb: float = 12.0,
+    notes: Sequence[str] = (),
 ) -> Report:
     """Read the evaluation directories, check that they ran the same protocol, and write
-    ``out/report.html`` and ``out/report.json``."""
+    ``out/report.html`` and ``out/report.json``; ``notes`` (how the policies were made, from
+    a study) go at the top of both."""
     if not dirs:
         raise TrialLogError("a report needs at least one evaluation directory")
     logs = [read_trials(Path(d)) for d in dirs]
@@ -261,6 +263,7 @@ def write_report(
         if not log.records:
             raise TrialLogError(f"{log.path}: no finished trials to report")
     data = build_data(logs, confidence, resamples, seed, alpha, effect, power)
+    data["notes"] = list(notes)
     labels = [p["label"] for p in data["policies"]]
     latents = [(lb, read_latent(log.dir)) for lb, log in zip(labels, logs, strict=True)]
     data["latent"] = [{"policy": lb, **lt.to_json()} for lb, lt in latents if lt is not None]
@@ -276,6 +279,7 @@ def write_report(
         f"<h1>Evaluation report</h1><p class=note>protocol {escape(data['protocol'])}, "
         f"seed {data['protocol_seed']}, rig {escape(data['rig'])}; r2s2r {__version__}. "
         "Every number is in report.json with the trial indices it counts.</p>",
+        *(f"<p class=note>{escape(n)}</p>" for n in notes),
         "<h2>Success per policy and condition (Table 2)</h2>",
         f"<p class=note>successes/trials (rate) and Wilson {100 * confidence:.0f}% interval; "
         "shifted total = every non-nominal trial.</p>",

@@ -57,6 +57,8 @@ class TrainCfg(Spec):
     preset: str = "tiny"
     # The real dataset, and the simulated ones mixed in.
     real: Path | None = None
+    # Train on the real dataset's first N episodes only (None: all of them).
+    real_episodes: PosInt | None = None
     sims: tuple[Path, ...] = ()
     # The share of each batch drawn from real data (None: 1 without sims, 0.5 with them).
     alpha: Unit | None = None
@@ -154,16 +156,17 @@ def resolve_device(name: str) -> torch.device:
 def open_mixture(cfg: TrainCfg, policy: PolicyCfg) -> Mixture:
     """The training mixture, every dataset checked against the others."""
 
-    def window(root: Path) -> WindowDataset:
+    def window(root: Path, episodes: int | None = None) -> WindowDataset:
         return WindowDataset(
             root,
             policy.image_size,
             policy.state_history,
             policy.action_horizon,
             cache_dir=cfg.cache_dir,
+            episodes=episodes,
         )
 
-    real = window(cfg.real) if cfg.real is not None else None
+    real = window(cfg.real, cfg.real_episodes) if cfg.real is not None else None
     sims = [window(p) for p in cfg.sims]
     return Mixture(real, sims, cfg.real_share, cfg.seed)
 
@@ -452,7 +455,16 @@ def _resumed_cfg(cfg: TrainCfg, saved: dict[str, Any], path: Path) -> TrainCfg:
     old = TrainCfg.from_dict(saved["train"], source=str(path))
     differs = [
         k
-        for k in ("preset", "real", "sims", "alpha", "batch_size", "seed", "domain_conditioning")
+        for k in (
+            "preset",
+            "real",
+            "real_episodes",
+            "sims",
+            "alpha",
+            "batch_size",
+            "seed",
+            "domain_conditioning",
+        )
         if getattr(cfg, k) != getattr(old, k)
     ]
     if differs:

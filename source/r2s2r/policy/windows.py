@@ -43,12 +43,26 @@ class WindowDataset:
         cache_dir: Path | None = None,
         use_cache: bool = True,
         progress: ProgressFn | None = None,
+        episodes: int | None = None,
     ) -> None:
-        self._args = (Path(root), image_size, state_history, action_horizon, cache_dir, use_cache)
+        self._args = (
+            Path(root), image_size, state_history, action_horizon, cache_dir, use_cache, None,
+            episodes,
+        )  # fmt: skip
         self.root = Path(root)
         self.dataset = Dataset(self.root)
         if len(self.dataset) == 0:
             raise DatasetError(f"{self.root}: the dataset holds no frames")
+        # Only the first ``episodes`` episodes (None: all): frames are stored episode after
+        # episode, so they are the frames below the first left-out episode's start.
+        self._len = len(self.dataset)
+        if episodes is not None:
+            if not 1 <= episodes <= self.dataset.num_episodes:
+                raise PolicyError(
+                    f"{self.root}: episodes {episodes}: the dataset holds "
+                    f"{self.dataset.num_episodes} episodes"
+                )
+            self._len = int(self.dataset.episodes[episodes - 1]["dataset_to_index"])
         for name, value in (("state_history", state_history), ("action_horizon", action_horizon)):
             if value < 1:
                 raise PolicyError(f"{name}: expected at least 1, got {value}")
@@ -73,7 +87,7 @@ class WindowDataset:
         self.embodiment_id = int(self.contract.embodiment.id)
 
     def __len__(self) -> int:
-        return len(self.dataset)
+        return self._len
 
     def low_window(self, i: int) -> dict[str, np.ndarray]:
         """The low-dimensional part of sample ``i``: state (P, S), state_is_pad (P,), actions

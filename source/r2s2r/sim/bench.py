@@ -15,6 +15,7 @@ import numpy as np
 
 from r2s2r.sim.env import PickSortEnv
 from r2s2r.sim.render import SceneRenderer
+from r2s2r.spec.worlds import load_world
 
 
 def machine() -> str:
@@ -92,10 +93,15 @@ def bench_physics(seconds: float = 3.0, repeats: int = 3) -> dict[str, float]:
     }
 
 
-def bench_render(seconds: float = 3.0) -> dict[str, float]:
+def bench_render(seconds: float = 3.0, image_size: int | None = None) -> dict[str, float]:
     """Three-view renders through the env's renderer (``SceneRenderer``) vs raw
-    ``mujoco.Renderer`` calls."""
-    env = PickSortEnv(images=True)
+    ``mujoco.Renderer`` calls, at the world's observation size or ``image_size`` px."""
+    world = None
+    if image_size is not None:
+        nominal = load_world("nominal")
+        size = (image_size, image_size)
+        world = nominal.replace(render=nominal.render.model_copy(update={"obs_size": size}))
+    env = PickSortEnv(images=True) if world is None else PickSortEnv(images=True, world=world)
     env.reset(seed=0)
     data = env.physics.mjdata(0)
     renderer = SceneRenderer(env.physics, env.world_spec)

@@ -1,0 +1,469 @@
+"""The study from one request: record → ground → generate → train → evaluate → report,
+each stage one of the services beside this one, with files between them.
+
+``run_study(request)`` walks ``r2s2r.study.plan``'s stages in order. A stage whose outputs
+were made from the same inputs and settings (its fingerprint, in ``DIR/study.json``) is
+skipped; one that stopped part-way (a crash, SIGKILL, Ctrl-C) continues through its own
+resume (recording at the next demo, generation at the next attempt, training from its newest
+checkpoint, evaluation at the next trial); one whose settings or inputs changed is made
+afresh, its old outputs removed. Every demo, dataset and trial is a function of the study's
+seeds, so a study stopped anywhere and restarted ends with what an uninterrupted one does.
+
+Layout of ``DIR``: ``real/`` (the demos), ``ground/`` (``grounded.yaml`` and its report),
+``sim/<world>-<behavior>/``, ``runs/<policy>/``, ``eval/<policy>/`` (with ``latent/``),
+``report/`` (``report.html``, ``report.json``) and ``study.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from r2s2r.app.jobs import Cancel, ProgressFn, RequestError
+from r2s2r.data.record import KeySource
+from r2s2r.spec import Spec
+from r2s2r.study.config import StudyCfg, load_study
+from r2s2r.study.plan import Decision, Ledger, Stage, decide, fingerprints, plan, select
+
+log = logging.getLogger("r2s2r.study")
+
+
+class StudyRequest(Spec):
+    """One study: its preset (or config), its rig and its directory."""
+
+    out: Path
+    preset: str = "smoke"
+    rig: Literal["twin", "hardware"] = "twin"
+    # The cell's hardware YAML and tracker calibration (``--rig hardware``).
+    config: Path | None = None
+    calibration: Path | None = None
+    # Run only these stages (kinds or names: ``generate``, ``train:real-only``); None: all.
+    stages: tuple[str, ...] | None = None
+    # A Ray cluster for generation and evaluation trials (None: local worker processes).
+    ray: str | None = None
+
+
+@dataclass
+class StageRun:
+    """What happened to one stage in this call."""
+
+    name: str
+    decision: Decision
+    seconds: float = 0.0
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class StudyResult:
+    out: Path
+    cfg: StudyCfg
+    stages: list[StageRun]
+    # The report (None until the report stage has run).
+    report_html: Path | None = None
+    report_json: Path | None = None
+    table: str = ""
+
+
+# (index, total, stage, decision): called as each stage starts.
+StageFn = Callable[[int, int, Stage, Decision], None]
+
+
+def check_request(request: StudyRequest, cfg: StudyCfg) -> None:
+    """Refuse a request that cannot run, before anything is touched."""
+    if request.rig == "hardware":
+        if request.config is None:
+            raise RequestError(
+                "--rig hardware needs --config PATH (the cell's hardware YAML; see "
+                "r2s2r/presets/rig/hardware.example.yaml)"
+            )
+        if request.calibration is None:
+            raise RequestError(
+                "--rig hardware needs --calibration PATH (the tracker calibration YAML: "
+                "T_cell_tracker, T_wrist_tcp) to record the real demos"
+            )
+        for path in (request.config, request.calibration):
+            if not Path(path).is_file():
+                raise RequestError(f"{path}: not found")
+
+
+def study_stages(request: StudyRequest) -> tuple[StudyCfg, list[Stage], dict[str, str]]:
+    """The request's config, its stages (all of them, in order) and their fingerprints."""
+    cfg = load_study(request.preset)
+    check_request(request, cfg)
+    stages = plan(cfg, request.rig)
+    return cfg, stages, fingerprints(stages)
+
+
+def run_study(
+    request: StudyRequest,
+    progress: ProgressFn | None = None,
+    cancel: Cancel | None = None,
+    on_stage: StageFn | None = None,
+    keys: KeySource | None = None,
+    prompt: Callable[[str], str] = input,
+) -> StudyResult:
+    """Run the request's stages (see the module docstring). ``progress`` gets each stage's
+    own reports; ``on_stage`` is told as each stage starts and whether it runs."""
+    cfg, stages, prints = study_stages(request)
+    try:
+        chosen = select(stages, list(request.stages) if request.stages else None)
+    except ValueError as err:
+        raise RequestError(str(err)) from None
+    root = Path(request.out)
+    root.mkdir(parents=True, exist_ok=True)
+    ledger = Ledger(root)
+    _check_unowned(chosen, ledger, root)
+    ledger.save(
+        preset=request.preset, name=cfg.name, rig=request.rig, config=cfg.model_dump(mode="json")
+    )
+    by_name = {s.name: s for s in stages}
+    runner = _Runner(cfg, request, root, progress, cancel, keys, prompt)
+    runs: list[StageRun] = []
+    for i, stage in enumerate(chosen):
+        _check_inputs(stage, by_name, ledger, prints, root)
+        decision = decide(stage, prints[stage.name], ledger, root)
+        if on_stage is not None:
+            on_stage(i, len(chosen), stage, decision)
+        if decision == "skip":
+            runs.append(
+                StageRun(stage.name, "skip", 0.0, ledger.entry(stage.name).get("summary", {}))
+            )
+            continue
+        target = root / stage.out
+        if decision == "fresh" and target.exists():
+            log.info("%s: its settings or inputs changed; its outputs are made afresh", stage.name)
+            shutil.rmtree(target)
+        ledger.set(stage.name, fingerprint=prints[stage.name], state="running", out=stage.out)
+        start = time.perf_counter()
+        summary = runner.run(stage, decision)
+        seconds = time.perf_counter() - start
+        before = (
+            float(ledger.entry(stage.name).get("seconds", 0.0)) if decision == "continue" else 0.0
+        )
+        ledger.set(stage.name, state="done", seconds=before + seconds, summary=summary)
+        runs.append(StageRun(stage.name, decision, seconds, summary))
+    result = StudyResult(root, cfg, runs)
+    html = root / "report" / "report.html"
+    if html.is_file() and ledger.entry("report").get("state") == "done":
+        from r2s2r.eval.report import format_table
+
+        data = json.loads((root / "report" / "report.json").read_text())
+        result.report_html, result.report_json = html, root / "report" / "report.json"
+        result.table = format_table(data)
+    return result
+
+
+def _check_unowned(stages: list[Stage], ledger: Ledger, root: Path) -> None:
+    """Refuse to touch a stage folder the study did not make (the user's own files)."""
+    for stage in stages:
+        if (root / stage.out).exists() and not ledger.entry(stage.name):
+            raise RequestError(
+                f"{root / stage.out} exists but {ledger.path} does not list stage "
+                f"{stage.name!r}: the study does not overwrite folders it did not make; move it "
+                "away or choose another --out"
+            )
+
+
+def _check_inputs(
+    stage: Stage, by_name: dict[str, Stage], ledger: Ledger, prints: dict[str, str], root: Path
+) -> None:
+    """A stage runs only on finished inputs made with the settings the study has now."""
+    for dep in stage.deps:
+        entry = ledger.entry(dep)
+        there = (root / by_name[dep].out).exists()
+        if entry.get("state") != "done" or not there:
+            raise RequestError(
+                f"stage {stage.name!r} needs stage {dep!r}'s outputs ({root / by_name[dep].out}), "
+                "which are missing or unfinished: run the study without --stages, or with "
+                f"--stages {dep.split(':')[0]} first"
+            )
+        if entry.get("fingerprint") != prints[dep]:
+            raise RequestError(
+                f"stage {stage.name!r} needs stage {dep!r}, whose settings changed since it ran: "
+                f"run --stages {dep.split(':')[0]} (or the whole study) first"
+            )
+
+
+def demo_seed(study_seed: int, k: int) -> int:
+    """The twin seed of the study's k-th real demo (its task instance and readings)."""
+    return int(np.random.default_rng([study_seed, 17, k]).integers(2**31))
+
+
+class _Runner:
+    """Runs one stage through its service."""
+
+    def __init__(
+        self,
+        cfg: StudyCfg,
+        request: StudyRequest,
+        root: Path,
+        progress: ProgressFn | None,
+        cancel: Cancel | None,
+        keys: KeySource | None,
+        prompt: Callable[[str], str],
+    ) -> None:
+        self.cfg, self.request, self.root = cfg, request, root
+        self.progress, self.cancel, self.keys, self.prompt = progress, cancel, keys, prompt
+
+    def run(self, stage: Stage, decision: Decision) -> dict[str, Any]:
+        method = getattr(self, f"_{stage.kind}")
+        summary: dict[str, Any] = method(stage, decision)
+        if self.cancel is not None:
+            self.cancel.check(f"stage {stage.name}")
+        return summary
+
+    # ------------------------------------------------------------------ stages
+    def _record(self, stage: Stage, decision: Decision) -> dict[str, Any]:
+        from r2s2r.app.record import RecordRequest, record
+        from r2s2r.data import Dataset
+
+        out = self.root / stage.out
+        want = self.cfg.real.episodes
+        have = Dataset(out).num_episodes if (out / "meta" / "info.json").is_file() else 0
+        common: dict[str, Any] = {
+            "out": out,
+            "rig": self.request.rig,
+            "cell": self.cfg.cell if self.request.rig == "twin" else None,
+            "image_size": self.cfg.image_size,
+            "lossless": self.cfg.real.lossless,
+            "max_seconds": self.cfg.real.max_seconds,
+            "config": self.request.config,
+            "calibration": self.request.calibration,
+        }
+        if self.request.rig == "hardware":
+            # A person records the remaining demos in one session.
+            if want > have:
+                request = RecordRequest.from_dict(
+                    {**common, "episodes": want - have, "scripted": False}, "study record stage"
+                )
+                record(request, self.keys, self.progress, self.cancel)
+        else:
+            # One twin per demo, at its own seed: demo k is the same whenever it is recorded.
+            for k in range(have, want):
+                seed = demo_seed(self.cfg.seed, k)
+                request = RecordRequest.from_dict(
+                    {**common, "episodes": 1, "seed": seed}, "study record stage"
+                )
+                record(request, None, self.progress, self.cancel)
+                if self.cancel is not None:
+                    self.cancel.check("recording")
+        ds = Dataset(out)
+        if ds.num_episodes < want:
+            raise RequestError(f"{out}: {ds.num_episodes} of {want} demos recorded")
+        successes = sum(bool(ds.episode(e)["success"]) for e in range(ds.num_episodes))
+        return {"episodes": ds.num_episodes, "successful": successes, "frames": len(ds)}
+
+    def _ground(self, stage: Stage, decision: Decision) -> dict[str, Any]:
+        from r2s2r.app.ground import GroundRequest, ground
+
+        out = self.root / stage.out
+        # A finished capture (capture.json is written last) is grounded again as it is; a
+        # capture cut short is taken again, whole.
+        reuse = decision == "continue" and (out / "capture.json").is_file()
+        if out.exists() and not reuse:
+            shutil.rmtree(out)
+        request = GroundRequest(
+            out=out,
+            rig=self.request.rig,
+            seed=self.cfg.seed,
+            cell=self.cfg.cell if self.request.rig == "twin" else None,
+            config=self.request.config,
+            reuse=reuse,
+        )
+        result = ground(request, self.progress, self.cancel)
+        summary = result.summary()
+        return {k: v for k, v in summary.items() if isinstance(v, int | float | str)}
+
+    def _generate(self, stage: Stage, decision: Decision) -> dict[str, Any]:
+        from r2s2r.app.generate import generate
+        from r2s2r.behavior.generate import GenerateCfg
+
+        p = stage.params
+        world = (
+            str(self.root / "ground" / "grounded.yaml") if p["world"] == "grounded" else "nominal"
+        )
+        gen = self.cfg.generation
+        cfg = GenerateCfg(
+            source=self.root / "real",
+            out=self.root / stage.out,
+            episodes=p["episodes"],
+            world=world,
+            behavior=p["behavior"],
+            planner=p["planner"],
+            seed=p["seed"],
+            max_attempts=p["max_attempts"],
+            image_size=p["image_size"],
+            workers=gen.workers,
+        )
+        result = generate(cfg, self.progress, self.cancel)
+        if result.kept == 0:
+            failures = ", ".join(f"{k} {v}" for k, v in result.failures.items() if v)
+            raise RequestError(
+                f"{stage.name}: no attempt of {result.attempts} succeeded ({failures}); the "
+                "policies need at least one episode of it: raise generation.max_attempts or "
+                "record more demos"
+            )
+        return {
+            "kept": result.kept,
+            "attempts": result.attempts,
+            "success_rate": result.success_rate,
+            "failures": result.failures,
+        }
+
+    def _train(self, stage: Stage, decision: Decision) -> dict[str, Any]:
+        from r2s2r.app.train import train
+        from r2s2r.policy.checkpoint import latest_checkpoint
+        from r2s2r.policy.train import TrainCfg
+
+        p, out = stage.params, self.root / stage.out
+        sims = tuple(self.root / "sim" / s for s in p["sims"])
+        init = p["init"]
+        if init is not None and p["init_from_study"]:
+            init = self.root / "runs" / init
+        cfg = TrainCfg.from_dict(
+            {
+                "preset": p["preset"],
+                "real": self.root / "real" if p["real"] else None,
+                "real_episodes": p["real_episodes"],
+                "sims": sims,
+                "alpha": p["alpha"],
+                "steps": p["steps"],
+                "batch_size": p["batch_size"],
+                "lr": p["lr"],
+                "final_lr": p["final_lr"],
+                "warmup_steps": p["warmup_steps"],
+                "workers": p["workers"],
+                "seed": p["seed"],
+                "save_every": p["save_every"],
+                "log_every": p["log_every"],
+                "augment": p["augment"],
+                "device": p["device"],
+                "init": init,
+                "cache_dir": self.root / ".cache" / "frames",
+            },
+            f"study stage {stage.name}",
+        )
+        resume = latest_checkpoint(out) is not None if out.exists() else False
+        if out.exists() and not resume:
+            shutil.rmtree(out)  # Stopped before its first checkpoint: start it again.
+        result = train(cfg, out, resume, self.progress, self.cancel)
+        if not result.finished:
+            raise RequestError(f"{out}: training stopped at step {result.step} of {result.steps}")
+        last = result.last
+        return {"steps": result.step, "loss": None if last is None else last.loss}
+
+    def _eval(self, stage: Stage, decision: Decision) -> dict[str, Any]:
+        from r2s2r.app.evaluate import EvalRequest, evaluate
+        from r2s2r.runtime import RuntimeCfg
+
+        p = stage.params
+        ev = self.cfg.evaluation
+        policy = stage.item
+        assert policy is not None
+        request = EvalRequest(
+            out=self.root / stage.out,
+            policy=str(self.root / "runs" / policy),
+            rig=self.request.rig,
+            config=self.request.config,
+            cell=p["cell"] if self.request.rig == "twin" else None,
+            protocol=p["protocol"],
+            trials=p["trials"],
+            seed=p["seed"],
+            runtime=RuntimeCfg.from_dict(p["runtime"], source=f"{stage.name} runtime"),
+            video=p["video"],
+            image_size=p["image_size"],
+            device=p["device"],
+        )
+        del ev
+        result = evaluate(request, self.progress, self.cancel, self.keys, self.prompt)
+        if not result.finished:
+            raise RequestError(f"{request.out}: the evaluation stopped before its last trial")
+        summary = result.summary()
+        return {"successes": summary["successes"], "trials": summary["trials_done"]}
+
+    def _latent(self, stage: Stage, decision: Decision) -> dict[str, Any]:
+        from r2s2r.eval.latent import analyze
+
+        policy = stage.item
+        assert policy is not None
+        evaluation = self.root / "eval" / policy
+        if not (evaluation / "rollouts" / "meta" / "info.json").is_file():
+            (self.root / stage.out).mkdir(parents=True, exist_ok=True)
+            return {"note": "no recorded rollouts (evaluation.video): no analysis"}
+        out = self.root / stage.out
+        if out.exists():
+            shutil.rmtree(out)
+
+        def show(name: str, done: int, total: int) -> None:
+            from r2s2r.app.jobs import report
+
+            report(self.progress, f"latent {name}", done, total)
+
+        # A co-trained policy is compared with its own training data; the real-only one, which
+        # saw no simulated frame, with the real demos and every simulated dataset of the study.
+        sims = [] if self.cfg.policies[policy].sims else self._sim_dirs()
+        result = analyze(
+            self.root / "runs" / policy,
+            [self.root / "real"] if sims else None,
+            sims or None,
+            evaluation,
+            out,
+            progress=show,
+            seed=stage.params["seed"],
+            device=stage.params["device"],
+        )
+        s = result.summary
+        return {"rollouts": s["rollouts"], "mean_real_share": s["mean_real_share"]}
+
+    def _notes(self) -> list[str]:
+        """What the report states about how the policies were made."""
+        notes = [
+            f"Study {self.cfg.name!r} on the {self.request.rig}"
+            + (f" (hidden cell {self.cfg.cell})" if self.request.rig == "twin" else "")
+            + f": {self.cfg.real.episodes} real demos, "
+            f"{self.cfg.generation.episodes} kept episodes per simulated dataset, "
+            f"the {self.cfg.training.preset} policy trained {self.cfg.training.steps} steps."
+        ]
+        for name, entry in self.cfg.policies.items():
+            data = []
+            if entry.real:
+                n = entry.real_episodes or self.cfg.real.episodes
+                data.append(
+                    f"the first {n} real demos" if entry.real_episodes else f"{n} real demos"
+                )
+            data += [f"sim {s}" for s in entry.sims]
+            init = entry.init if entry.init is not None else self.cfg.training.init
+            start = "from random initialization"
+            if init is not None and str(init) in self.cfg.policies:
+                base = self.cfg.policies[str(init)]
+                start = (
+                    f"fine-tuned from {init} (pre-trained in this study on "
+                    + ", ".join(f"sim {s}" for s in base.sims)
+                    + ": both worlds and behaviors the study generates, not a broad mixture of "
+                    "randomized worlds)"
+                )
+            elif init is not None:
+                start = f"fine-tuned from the checkpoint {init}"
+            evaluated = "" if entry.evaluate else " (not evaluated)"
+            notes.append(f"{name}: trained on {', '.join(data)}, {start}{evaluated}.")
+        return notes
+
+    def _sim_dirs(self) -> list[Path]:
+        return [self.root / "sim" / d for d in self.cfg.generation.datasets]
+
+    def _report(self, stage: Stage, decision: Decision) -> dict[str, Any]:
+        from r2s2r.eval.report import write_report
+
+        dirs = [self.root / "eval" / p for p in self.cfg.evaluated]
+        report = write_report(
+            dirs, self.root / stage.out, seed=stage.params["seed"], notes=self._notes()
+        )
+        return {"html": str(report.html), "policies": len(dirs)}
