@@ -69,6 +69,11 @@ def test_a_changed_setting_changes_exactly_the_stages_downstream_of_it() -> None
     assert "record" not in gen and "ground" not in gen
     # The real demos feed everything but the grounding (its own captures).
     assert changed(cfg, "real", episodes=4) == set(fingerprints(plan(cfg))) - {"ground"}
+    # A shorter grounding capture: the grounded datasets and what uses them, nothing nominal.
+    sysid = {**cfg.grounding.sysid.model_dump(), "arm_train_s": 10.0}
+    grounding = changed(cfg, "grounding", sysid=sysid)
+    assert {"ground", "generate:grounded-planned", "train:grounded-planned"} <= grounding
+    assert not {"generate:nominal-planned", "train:nominal-planned", "record"} & grounding
     # Workers change how fast, not what: nothing.
     assert changed(cfg, "generation", workers=1) == set()
     assert changed(cfg, "evaluation", workers=3) == set()

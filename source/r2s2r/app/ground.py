@@ -10,6 +10,7 @@ from typing import Any, Literal
 from r2s2r.app.jobs import Cancel, ProgressFn, report
 from r2s2r.app.rigs import open_rig
 from r2s2r.ground.grounding import Grounding
+from r2s2r.ground.sysid import SysIdCfg
 from r2s2r.spec import Spec, TaskSpec, WorldSpec
 
 STAGES = ("capture", "ground", "write")
@@ -28,6 +29,8 @@ class GroundRequest(Spec):
     config: Path | None = None
     # Ground an existing capture in ``out`` and capture nothing.
     reuse: bool = False
+    # How long the arm and hand excitations run (None: the reference's lengths).
+    sysid: SysIdCfg | None = None
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,7 @@ def capture(
             rig,
             request.out,
             nominal,
+            sysid=request.sysid,
             seed=request.seed,
             progress=progress is None,
             check=_check(cancel),

@@ -113,6 +113,7 @@ def run_study(
     """Run the request's stages (see the module docstring). ``progress`` gets each stage's
     own reports; ``on_stage`` is told as each stage starts and whether it runs."""
     cfg, stages, prints = study_stages(request)
+    _load_torch_first()
     try:
         chosen = select(stages, list(request.stages) if request.stages else None)
     except ValueError as err:
@@ -161,6 +162,17 @@ def run_study(
     return result
 
 
+def _load_torch_first() -> None:
+    """Load torch and torchvision before any stage renders: torchvision's compiled operators
+    crash the process (SIGSEGV) when they are first loaded after MuJoCo has rendered through
+    EGL in it, as a study's training does after its recording and generation."""
+    try:
+        import torch  # noqa: F401
+        import torchvision  # noqa: F401
+    except ImportError:
+        pass  # Without the policy extra, the training stage fails with its install hint.
+
+
 def _check_unowned(stages: list[Stage], ledger: Ledger, root: Path) -> None:
     """Refuse to touch a stage folder the study did not make (the user's own files)."""
     for stage in stages:
@@ -190,6 +202,10 @@ def _check_inputs(
                 f"stage {stage.name!r} needs stage {dep!r}, whose settings changed since it ran: "
                 f"run --stages {dep.split(':')[0]} (or the whole study) first"
             )
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}" + ("" if n == 1 else "s")
 
 
 def demo_seed(study_seed: int, k: int) -> int:
@@ -277,6 +293,7 @@ class _Runner:
             cell=self.cfg.cell if self.request.rig == "twin" else None,
             config=self.request.config,
             reuse=reuse,
+            sysid=self.cfg.grounding.sysid,
         )
         result = ground(request, self.progress, self.cancel)
         summary = result.summary()
@@ -428,8 +445,8 @@ class _Runner:
         notes = [
             f"Study {self.cfg.name!r} on the {self.request.rig}"
             + (f" (hidden cell {self.cfg.cell})" if self.request.rig == "twin" else "")
-            + f": {self.cfg.real.episodes} real demos, "
-            f"{self.cfg.generation.episodes} kept episodes per simulated dataset, "
+            + f": {_count(self.cfg.real.episodes, 'real demo')}, "
+            f"{_count(self.cfg.generation.episodes, 'kept episode')} per simulated dataset, "
             f"the {self.cfg.training.preset} policy trained {self.cfg.training.steps} steps."
         ]
         for name, entry in self.cfg.policies.items():

@@ -16,6 +16,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from r2s2r.ground.sysid import SysIdCfg
 from r2s2r.paths import find_config, presets_dir, user_config_dir
 from r2s2r.runtime import RuntimeCfg
 from r2s2r.spec import Spec
@@ -37,6 +38,13 @@ class RealCfg(Spec):
     lossless: bool = False
     # Take length limit, s (None: the task's episode length).
     max_seconds: Pos | None = None
+
+
+class GroundingCfg(Spec):
+    """World grounding: the captures' excitation lengths (``SysIdCfg``; the reference's by
+    default)."""
+
+    sysid: SysIdCfg = SysIdCfg()
 
 
 class GenerationCfg(Spec):
@@ -136,6 +144,7 @@ class StudyCfg(Spec):
     # Camera views of every dataset and trial, px (even: they are videos).
     image_size: PosInt = 256
     real: RealCfg = RealCfg()
+    grounding: GroundingCfg = GroundingCfg()
     generation: GenerationCfg = GenerationCfg()
     policies: dict[str, PolicyEntry] = Field(
         default_factory=lambda: {

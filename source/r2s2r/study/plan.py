@@ -73,7 +73,12 @@ def plan(cfg: StudyCfg, rig: Rig = "twin") -> list[Stage]:
                 "ground",
                 "ground",
                 "ground",
-                params={"rig": rig, "seed": cfg.seed, "cell": cfg.cell},
+                params={
+                    "rig": rig,
+                    "seed": cfg.seed,
+                    "cell": cfg.cell,
+                    "sysid": cfg.grounding.sysid.model_dump(mode="json"),
+                },
             )
         )
     gen = cfg.generation
