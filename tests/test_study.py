@@ -61,6 +61,8 @@ def test_a_changed_setting_changes_exactly_the_stages_downstream_of_it() -> None
     assert changed(cfg, "evaluation", trials=6) == evals
     trains = {f"train:{p}" for p in cfg.policies}
     assert changed(cfg, "training", steps=7) == trains | evals
+    # Data-parallel processes change the global batch, so what is trained.
+    assert changed(cfg, "training", processes=2) == trains | evals
     # More simulated episodes: every dataset and every policy trained on one; the real-only
     # policy is untouched, but its latent analysis compares with the simulated datasets.
     gen = changed(cfg, "generation", episodes=5)
@@ -164,3 +166,23 @@ def test_policy_entries_are_checked() -> None:
         with_policies(b={"init": "c"}, c={})
     with pytest.raises(SpecError, match=r"real_episodes: 9 is more than the 3 demos"):
         with_policies(a={"real_episodes": 9})
+
+
+def test_a_policy_trains_as_two_data_parallel_processes(tmp_path: Path) -> None:
+    """training.processes: 2 runs the stage as two gloo processes under torchrun's launcher
+    (one per GPU on a GPU machine): one model, trained on twice the samples per step."""
+    from r2s2r.policy.checkpoint import load_checkpoint
+
+    preset = tmp_path / "ddp.yaml"
+    text = MICRO.read_text().replace("real: {episodes: 2}", "real: {episodes: 1, max_seconds: 6}")
+    text = text.replace("steps: 20", "steps: 4").replace("save_every: 10", "save_every: 2")
+    preset.write_text(text.replace("workers: 0", "workers: 0\n  processes: 2"))
+    assert load_study(preset).training.processes == 2
+    request = StudyRequest(out=tmp_path / "study", preset=str(preset),
+                           stages=("record", "train:real-only"))  # fmt: skip
+    result = run_study(request)
+    assert [s.decision for s in result.stages] == ["fresh", "fresh"]
+    saved = load_checkpoint(tmp_path / "study" / "runs" / "real-only", optimizer=False)
+    assert saved.step == 4 and saved.trainer["samples"] == 2 * 4 * 4
+    log = (tmp_path / "study" / "runs" / "real-only" / "train.log").read_text()
+    assert "finished at step 4/4" in log

@@ -23,15 +23,18 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from r2s2r.app.jobs import Cancel, ProgressFn, RequestError
+from r2s2r.app.jobs import Cancel, ProgressFn, RequestError, report
 from r2s2r.data.record import KeySource
 from r2s2r.spec import Spec
 from r2s2r.study.config import StudyCfg, load_study
 from r2s2r.study.plan import Decision, Ledger, Stage, decide, fingerprints, plan, select
+
+if TYPE_CHECKING:
+    from r2s2r.policy.train import TrainCfg
 
 log = logging.getLogger("r2s2r.study")
 
@@ -371,11 +374,63 @@ class _Runner:
         resume = latest_checkpoint(out) is not None if out.exists() else False
         if out.exists() and not resume:
             shutil.rmtree(out)  # Stopped before its first checkpoint: start it again.
+        if p["processes"] > 1:
+            return self._train_processes(cfg, out, resume, p["processes"])
         result = train(cfg, out, resume, self.progress, self.cancel)
         if not result.finished:
             raise RequestError(f"{out}: training stopped at step {result.step} of {result.steps}")
         last = result.last
         return {"steps": result.step, "loss": None if last is None else last.loss}
+
+    def _train_processes(
+        self, cfg: TrainCfg, out: Path, resume: bool, processes: int
+    ) -> dict[str, Any]:
+        """The run as ``processes`` data-parallel ``r2s2r train`` processes (torchrun's
+        launcher), in this process group: a stop of the study stops them, and the next call
+        continues from the newest checkpoint as one process would."""
+        from r2s2r.app.train_process import TrainingProcess, TrainLaunch, read_metrics
+        from r2s2r.policy.checkpoint import latest_checkpoint
+
+        launch = TrainLaunch(
+            out=out,
+            preset=cfg.preset,
+            real=cfg.real,
+            real_episodes=cfg.real_episodes,
+            sims=cfg.sims,
+            alpha=cfg.alpha,
+            steps=cfg.steps,
+            batch_size=cfg.batch_size,
+            lr=cfg.lr,
+            final_lr=cfg.final_lr,
+            warmup=cfg.warmup_steps,
+            workers=cfg.workers,
+            log_every=cfg.log_every,
+            save_every=cfg.save_every,
+            device=cfg.device,
+            seed=cfg.seed,
+            augment=cfg.augment,
+            init=cfg.init,
+            cache_dir=cfg.cache_dir,
+            processes=processes,
+            resume=resume,
+        )
+        run = TrainingProcess(launch, own_session=False)
+        while run.poll() is None:
+            rows = read_metrics(out)
+            if rows:
+                report(self.progress, "train", int(rows[-1]["step"]), cfg.steps)
+            if self.cancel is not None and self.cancel.cancelled:
+                run.stop()
+                self.cancel.check("training")
+            time.sleep(1.0)
+        if run.poll() != 0:
+            raise RequestError(f"{out}: {run.failure()} (log: {run.log_path})")
+        last = latest_checkpoint(out)
+        step = 0 if last is None else int(last.name.removeprefix("step_"))
+        if step < cfg.steps:
+            raise RequestError(f"{out}: training stopped at step {step} of {cfg.steps}")
+        rows = read_metrics(out)
+        return {"steps": step, "loss": rows[-1].get("loss") if rows else None}
 
     def _eval(self, stage: Stage, decision: Decision) -> dict[str, Any]:
         from r2s2r.app.evaluate import EvalRequest, evaluate

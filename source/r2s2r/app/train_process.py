@@ -2,7 +2,9 @@
 take the GUI down, and the run goes on when the GUI closes. ``TrainingProcess`` starts it with
 its output in ``OUT/train.log``, stops it the way Ctrl-C does (a checkpoint is saved, and the
 same launch with ``resume`` continues it); ``read_metrics`` reads the run's loss and learning
-rate from ``OUT/metrics.jsonl`` while it grows."""
+rate from ``OUT/metrics.jsonl`` while it grows. With ``processes`` > 1 the run is data-parallel
+under ``torch.distributed.run`` (one process per GPU, or gloo processes on a CPU), as the
+study's training stage runs it when ``training.processes`` asks."""
 
 from __future__ import annotations
 
@@ -26,33 +28,49 @@ class TrainLaunch(Spec):
     out: Path
     preset: str = "tiny"
     real: Path | None = None
+    # Train on the real dataset's first N episodes (None: all).
+    real_episodes: int | None = None
     sims: tuple[Path, ...] = ()
     # Share of each batch from real data (None: the CLI's default).
     alpha: float | None = None
     steps: int = 30_000
     batch_size: int = 32
     lr: float = 1e-4
+    # The cosine's end (None: the CLI's default).
+    final_lr: float | None = None
     warmup: int = 1000
     workers: int = 2
     log_every: int = 10
     save_every: int = 1000
     device: str = "auto"
     seed: int = 0
+    augment: bool = True
+    # Fine-tune from this checkpoint or run; the decoded-frame cache.
+    init: Path | None = None
+    cache_dir: Path | None = None
+    # Data-parallel processes on this machine (torch.distributed.run --nproc-per-node); each
+    # takes batch_size samples per step.
+    processes: int = 1
     resume: bool = False
 
     @model_validator(mode="after")
     def _check(self) -> TrainLaunch:
         if self.real is None and not self.sims:
             raise ValueError("choose a real dataset (--real) or at least one simulated one (--sim)")
-        if self.steps < 1 or self.batch_size < 1 or self.log_every < 1:
-            raise ValueError("steps, batch_size and log_every must be at least 1")
+        if min(self.steps, self.batch_size, self.log_every, self.processes) < 1:
+            raise ValueError("steps, batch_size, log_every and processes must be at least 1")
         if self.alpha is not None and not 0.0 <= self.alpha <= 1.0:
             raise ValueError(f"alpha must lie in [0, 1], got {self.alpha}")
         return self
 
     def command(self) -> list[str]:
-        """The ``r2s2r train`` command line of this launch (this interpreter's)."""
-        cmd = [sys.executable, "-m", "r2s2r", "train", "--out", str(self.out)]
+        """The ``r2s2r train`` command line of this launch (this interpreter's), under
+        ``torch.distributed.run`` when it has more than one process."""
+        cmd = [sys.executable, "-m"]
+        if self.processes > 1:
+            cmd += ["torch.distributed.run", "--standalone", "--nproc-per-node"]
+            cmd += [str(self.processes), "-m"]
+        cmd += ["r2s2r", "train", "--out", str(self.out)]
         cmd += ["--preset", self.preset, "--steps", str(self.steps)]
         cmd += ["--batch-size", str(self.batch_size), "--lr", str(self.lr)]
         cmd += ["--warmup", str(self.warmup), "--workers", str(self.workers)]
@@ -60,10 +78,20 @@ class TrainLaunch(Spec):
         cmd += ["--device", self.device, "--seed", str(self.seed)]
         if self.real is not None:
             cmd += ["--real", str(self.real)]
+        if self.real_episodes is not None:
+            cmd += ["--real-episodes", str(self.real_episodes)]
         for sim in self.sims:
             cmd += ["--sim", str(sim)]
         if self.alpha is not None:
             cmd += ["--alpha", str(self.alpha)]
+        if self.final_lr is not None:
+            cmd += ["--final-lr", str(self.final_lr)]
+        if not self.augment:
+            cmd.append("--no-augment")
+        if self.init is not None:
+            cmd += ["--init", str(self.init)]
+        if self.cache_dir is not None:
+            cmd += ["--cache-dir", str(self.cache_dir)]
         if self.resume:
             cmd.append("--resume")
         return cmd
@@ -72,19 +100,20 @@ class TrainLaunch(Spec):
 class TrainingProcess:
     """One ``r2s2r train`` process (see the module)."""
 
-    def __init__(self, launch: TrainLaunch) -> None:
+    def __init__(self, launch: TrainLaunch, own_session: bool = True) -> None:
+        """``own_session``: out of reach of its parent's Ctrl-C and exit (a GUI's run); False
+        keeps it in its parent's process group, so that what stops the parent stops it."""
         self.launch = launch
         self.out = Path(launch.out)
         self.out.mkdir(parents=True, exist_ok=True)
         self.log_path = self.out / LOG_FILE
         with self.log_path.open("ab") as log:
-            # A session of its own: the GUI's Ctrl-C or exit does not reach the run.
             self.proc = subprocess.Popen(
                 launch.command(),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                start_new_session=True,
+                start_new_session=own_session,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
             )
 

@@ -113,6 +113,10 @@ class TrainingCfg(Spec):
     log_every: PosInt = 10
     augment: bool = True
     device: str = "auto"
+    # Data-parallel processes per run on this machine: one per GPU (torch.distributed.run,
+    # NCCL), or gloo processes on a CPU. Each takes batch_size samples per step, so the
+    # global batch is batch_size x processes.
+    processes: PosInt = 1
     # Start every run from this checkpoint (a foundation model); None: from scratch.
     init: Path | None = None
 
