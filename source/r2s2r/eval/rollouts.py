@@ -15,7 +15,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from r2s2r.data.config import IMAGE_PREFIX
+from r2s2r.data.config import IMAGE_PREFIX, FilesCfg
 from r2s2r.eval.protocol import Trial
 from r2s2r.eval.trials import TRIALS_JSONL, TrialRecord, append_trial
 from r2s2r.rig.interfaces import DEPTH_CAMERA, Rig
@@ -46,7 +46,9 @@ class Rollouts:
         if self.writer is None:
             cameras = contract.cameras or (DEPTH_CAMERA,)
             cfg = deploy_dataset_cfg(rig, tuple(c for c in cameras if c in rig.cameras))
-            self.writer = DatasetWriter(self.root, cfg)
+            # One file per trial and camera: eval.json names each trial's clip.
+            files = FilesCfg(episodes=1)
+            self.writer = DatasetWriter(self.root, cfg.model_copy(update={"files": files}))
         return EpisodeRecorder(rig, self.writer)
 
     def save(self, recorder: Any, trial: Trial, episode: EpisodeLog) -> str | None:
@@ -62,10 +64,9 @@ class Rollouts:
         return self._video(list(recorder.cameras), index)
 
     def _video(self, cameras: list[str], index: int) -> str:
-        from r2s2r.data.layout import video_path
-
         camera = DEPTH_CAMERA if DEPTH_CAMERA in cameras else cameras[0]
-        return video_path(self.root, IMAGE_PREFIX + camera, index).relative_to(self.out).as_posix()
+        path = self.writer.video_file(index, IMAGE_PREFIX + camera)
+        return path.relative_to(self.out).as_posix()
 
     def recover(
         self, planned: tuple[Trial, ...], logged: dict[int, TrialRecord]
