@@ -14,6 +14,7 @@ the open group.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import shutil
@@ -295,6 +296,8 @@ class DatasetWriter:
         self._pending_sizes.clear()
         for i in indices:
             groups.remove_pending(self.root, i)
+        with contextlib.suppress(OSError):  # Left while another episode is pending.
+            (self.root / PENDING_DIR).rmdir()
 
     def _close_full_groups(self) -> None:
         """Close the open group before the newest episode if that one would take it past a
@@ -409,6 +412,8 @@ class DatasetWriter:
             for folder in pending.iterdir():
                 if folder.is_dir() and not any(folder.iterdir()):
                     shutil.rmtree(folder)
+            with contextlib.suppress(OSError):
+                pending.rmdir()
 
     def _tasks_table(self) -> pa.Table:
         table = pa.table(
