@@ -240,7 +240,7 @@ CRASH_SCRIPT = FRAMES_SOURCE + textwrap.dedent(
     elif step == "video_half_written":
         die_at("append_packets", 2)             # the first video holds one episode of three
     elif step == "data_committed":
-        die_at("commit", 2)                     # the data file is in place, no video yet
+        die_at("commit", 2)                     # the data file in place, a video not renamed
     elif step == "videos_committed":
         die_at("commit", 1 + cameras, "after")  # every file in place, the table not rewritten
     elif step == "table_committed":
@@ -287,7 +287,7 @@ def test_writer_killed_while_closing_a_group_loses_nothing(tmp_path: Path, step:
     grouped = step in ("table_committed", "pending_half_removed")
     assert [r["data/file_index"] for r in rows] == ([0] * 3 if grouped else [-1] * 3)
     partial = list(root.rglob("*.partial.*"))
-    assert bool(partial) == (step in ("data_written", "video_half_written")), partial
+    assert bool(partial) == (step in STEPS[:3]), partial
     report = run_verify(root, decode=True)
     assert report.ok, report.faults
     assert all("not part of any saved episode" in n for n in report.notes)
