@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -61,12 +62,12 @@ class Rollouts:
             return None
         meta = {"trial": trial.index, "condition": trial.condition, "seed": trial.seed}
         index = recorder.save(episode, meta)
-        return self._video(list(recorder.cameras), index)
+        return self._video(list(recorder.cameras), lambda key: self.writer.video_file(index, key))
 
-    def _video(self, cameras: list[str], index: int) -> str:
+    def _video(self, cameras: list[str], file_of: Callable[[str], Path]) -> str:
+        """The trial's clip (``file_of`` the video file of a camera key), relative to DIR."""
         camera = DEPTH_CAMERA if DEPTH_CAMERA in cameras else cameras[0]
-        path = self.writer.video_file(index, IMAGE_PREFIX + camera)
-        return path.relative_to(self.out).as_posix()
+        return file_of(IMAGE_PREFIX + camera).relative_to(self.out).as_posix()
 
     def recover(
         self, planned: tuple[Trial, ...], logged: dict[int, TrialRecord]
@@ -75,9 +76,12 @@ class Rollouts:
         (a crash came between saving a trial and logging it); the records appended."""
         if not (self.root / "meta" / "info.json").is_file():
             return []
-        from r2s2r.data import Dataset
+        from r2s2r.data import Dataset, DatasetWriter
         from r2s2r.runtime.record import sidecar_paths
 
+        # Reopening and closing the writer joins a trial saved just before a crash into its
+        # own file (one per trial), where the log will find its clip.
+        DatasetWriter(self.root).close()
         ds = Dataset(self.root)
         cameras = [c.name for c in ds.cfg.cameras] if ds.cfg is not None else []
         by_index = {t.index: t for t in planned}
@@ -102,7 +106,7 @@ class Rollouts:
                 str(summary["ended_by"]),
                 len(summary["safety_events"]),
                 summary["timing"]["infer_ms_p50"],
-                self._video(cameras, index),
+                self._video(cameras, lambda key, i=index: ds.video_file(i, key)),
             )
             append_trial(self.out / TRIALS_JSONL, record)
             log.warning("trial %d was recorded but not logged; logged now", trial.index)
