@@ -10,6 +10,7 @@ from the log, from its recording.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Callable
@@ -106,7 +107,7 @@ class Rollouts:
                 str(summary["ended_by"]),
                 len(summary["safety_events"]),
                 summary["timing"]["infer_ms_p50"],
-                self._video(cameras, lambda key, i=index: ds.video_file(i, key)),
+                self._video(cameras, functools.partial(ds.video_file, index)),
             )
             append_trial(self.out / TRIALS_JSONL, record)
             log.warning("trial %d was recorded but not logged; logged now", trial.index)
