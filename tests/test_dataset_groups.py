@@ -304,3 +304,29 @@ def test_writer_killed_while_closing_a_group_loses_nothing(tmp_path: Path, step:
     assert not (root / PENDING_DIR).exists() or not any((root / PENDING_DIR).iterdir())
     # Five episodes, at most two groups: the interrupted one (closed or reopened) and the rest.
     assert len([f for f in episode_files(root) if f.endswith(".parquet")]) == 2
+
+
+def test_videos_coded_with_other_parameters_start_a_new_group(tmp_path: Path) -> None:
+    """A pending episode whose videos were coded with other parameters (as after a resume
+    under another encoder version) does not share a file with the episodes after it."""
+    from r2s2r.data.layout import pending_video
+    from r2s2r.data.video import VideoEncoder
+
+    root = tmp_path / "ds"
+    with DatasetWriter(root, cfg_with(episodes=5)) as writer:
+        write(writer, 0)
+        # Episode 0's first camera, coded again with the same frames and another preset.
+        path = pending_video(root, CAMERAS[0].key, 0)
+        other = VideoCfg(lossless=True, gop=4, preset="slow")
+        encoder = VideoEncoder(path.with_name("other.mp4"), SIZE, SIZE, 50, other)
+        for k in range(length(0)):
+            encoder.add(image(0, k, 0))
+        encoder.close()
+        encoder.path.replace(path)
+        for e in range(1, 4):
+            write(writer, e)
+    with Dataset(root) as ds:
+        files = [ds.data_file(e).name for e in range(4)]
+    assert files == ["file-000.parquet"] + ["file-001.parquet"] * 3
+    assert run_verify(root, decode=True).ok
+    check_exact(root, 4)

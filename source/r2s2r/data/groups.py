@@ -95,6 +95,15 @@ def append_packets(
     return frames
 
 
+def stream_header(path: Path) -> bytes | None:
+    """The codec parameters (``extradata``) of a video's stream."""
+    try:
+        with av.open(str(path)) as container:
+            return container.streams.video[0].codec_context.extradata
+    except av.FFmpegError as err:
+        raise DatasetError(f"{path}: not a readable video ({err})") from err
+
+
 def remove_pending(root: Path, episode_index: int) -> None:
     """Delete a pending episode's files (after its group's files are referenced)."""
     shutil.rmtree(pending_dir(root, episode_index), ignore_errors=True)

@@ -301,7 +301,8 @@ class DatasetWriter:
 
     def _close_full_groups(self) -> None:
         """Close the open group before the newest episode if that one would take it past a
-        limit, and with it if the group is then full."""
+        limit or its videos were coded with other parameters (another encoder version, after
+        a resume), and with it if the group is then full."""
         limits = self.cfg.files
         mb = 1024 * 1024
         cap = (limits.data_mb * mb, limits.video_mb * mb)
@@ -316,13 +317,22 @@ class DatasetWriter:
                 return len(members) > count or data > cap[0] or video > cap[1]
             return len(members) >= count or data >= cap[0] or video >= cap[1]
 
-        if len(indices) > 1 and over(indices, strict=True):
+        if len(indices) > 1 and (
+            over(indices, strict=True) or self._headers(indices[0]) != self._headers(indices[-1])
+        ):
             newest = indices[-1]
             kept = self._pending_sizes.pop(newest)
             self.close_group()
             self._pending_sizes[newest] = kept
         if self._pending_sizes and over(sorted(self._pending_sizes), strict=False):
             self.close_group()
+
+    def _headers(self, index: int) -> list[bytes | None]:
+        """The codec parameters of a pending episode's videos (they must match to share a
+        file)."""
+        return [
+            groups.stream_header(pending_video(self.root, c.key, index)) for c in self.cfg.cameras
+        ]
 
     def _sizes_of(self, index: int) -> tuple[int, ...]:
         """(data bytes, video bytes per camera) of a pending episode."""
