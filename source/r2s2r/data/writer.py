@@ -347,6 +347,10 @@ class DatasetWriter:
         """Drop the episode being recorded; nothing of it stays on disk."""
         for encoder in self._encoders.values():
             encoder.abort()
+        if self._encoders:
+            groups.remove_pending(self.root, self.num_episodes)
+            with contextlib.suppress(OSError):  # Left while another episode is pending.
+                (self.root / PENDING_DIR).rmdir()
         self._reset_buffer()
 
     def close(self) -> None:
