@@ -125,13 +125,16 @@ def lerobot_frames(root: Path, episode: int, key: str) -> np.ndarray:
 def test_many_episodes_give_few_files_and_read_back_exactly(tmp_path: Path) -> None:
     root = tmp_path / "ds"
     with DatasetWriter(root, cfg_with(episodes=8)) as writer:
-        for e in range(20):
+        for e in range(16):
             write(writer, e)
-        # A take discarded after the last group closed leaves no pending folder behind.
+        # Two groups are closed; a take discarded now leaves no pending folder behind.
         images = {n: image(0, 0, c) for c, n in enumerate(NAMES)}
         writer.add_frame(images, vector(0, 0, 68), vector(0, 0, 54))
         assert (root / PENDING_DIR).is_dir()
         writer.discard_episode()
+        assert not (root / PENDING_DIR).exists()
+        for e in range(16, 20):
+            write(writer, e)
     # 20 episodes in groups of at most 8: 3 groups, each one data file and one video per camera.
     files = episode_files(root)
     assert len(files) == 3 * (1 + len(CAMERAS)), files
