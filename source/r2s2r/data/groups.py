@@ -14,7 +14,10 @@ removed on reopening.
 
 from __future__ import annotations
 
+import contextlib
+import math
 import shutil
+from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
 
@@ -22,8 +25,23 @@ import av
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from r2s2r.data.config import DatasetError
-from r2s2r.data.layout import commit, partial_path, pending_dir
+from r2s2r.data.config import DatasetError, FilesCfg
+from r2s2r.data.layout import DATA_PATH, PARTIAL, PENDING_DIR, commit, partial_path, pending_dir
+
+# The folders holding episodes' files (what a reopening writer may clean up).
+FILE_DIRS = (DATA_PATH.split("/")[0], "videos", PENDING_DIR)
+
+
+def over_limits(sizes: Sequence[Sequence[int]], limits: FilesCfg, strict: bool) -> bool:
+    """Whether episodes of ``sizes`` (each: data bytes, then video bytes per camera) are more
+    than one group holds (``strict``), or fill it."""
+    mb = 1024 * 1024
+    count = limits.episodes or math.inf
+    data = sum(s[0] for s in sizes)
+    video = max((sum(col) for col in zip(*(s[1:] for s in sizes), strict=True)), default=0)
+    if strict:
+        return len(sizes) > count or data > limits.data_mb * mb or video > limits.video_mb * mb
+    return len(sizes) >= count or data >= limits.data_mb * mb or video >= limits.video_mb * mb
 
 
 def join_data(sources: list[Path], out: Path) -> None:
@@ -104,6 +122,28 @@ def stream_header(path: Path) -> bytes | None:
         raise DatasetError(f"{path}: not a readable video ({err})") from err
 
 
+def remove_unreferenced(root: Path, referenced: set[Path]) -> None:
+    """Delete partial files, and files in the episodes' folders that no committed episode
+    references (``referenced``): those of an episode or a group whose commit never came, and
+    pending files of episodes already joined into their group."""
+    for path in list(root.rglob("*")):
+        if not path.is_file():
+            continue
+        top = path.relative_to(root).parts[0]
+        if PARTIAL in path.name or (top in FILE_DIRS and path not in referenced):
+            path.unlink()
+    pending = root / PENDING_DIR
+    if pending.is_dir():
+        for folder in pending.iterdir():
+            if folder.is_dir() and not any(folder.iterdir()):
+                shutil.rmtree(folder)
+        with contextlib.suppress(OSError):
+            pending.rmdir()
+
+
 def remove_pending(root: Path, episode_index: int) -> None:
-    """Delete a pending episode's files (after its group's files are referenced)."""
+    """Delete a pending episode's files (after its group's files are referenced, or when its
+    take is discarded), and the pending folder once it is empty."""
     shutil.rmtree(pending_dir(root, episode_index), ignore_errors=True)
+    with contextlib.suppress(OSError):  # Not empty while another episode is pending.
+        (root / PENDING_DIR).rmdir()

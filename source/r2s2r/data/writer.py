@@ -14,10 +14,8 @@ the open group.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
-import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
@@ -39,11 +37,8 @@ from r2s2r.data.config import (
     DatasetError,
 )
 from r2s2r.data.layout import (
-    DATA_PATH,
     EPISODES_PATH,
     INFO_PATH,
-    PARTIAL,
-    PENDING_DIR,
     STATS_PATH,
     TASKS_PATH,
     commit,
@@ -96,8 +91,6 @@ _TASKS_PANDAS_META = {
     "creator": {"library": "pyarrow", "version": pa.__version__},
     "pandas_version": "2.2.3",
 }
-# The folders holding episodes' files (what a reopening writer may clean up).
-_FILE_DIRS = (DATA_PATH.split("/")[0], "videos", PENDING_DIR)
 
 
 def frame_table(
@@ -296,26 +289,16 @@ class DatasetWriter:
         self._pending_sizes.clear()
         for i in indices:
             groups.remove_pending(self.root, i)
-        with contextlib.suppress(OSError):  # Left while another episode is pending.
-            (self.root / PENDING_DIR).rmdir()
 
     def _close_full_groups(self) -> None:
         """Close the open group before the newest episode if that one would take it past a
         limit or its videos were coded with other parameters (another encoder version, after
         a resume), and with it if the group is then full."""
-        limits = self.cfg.files
-        mb = 1024 * 1024
-        cap = (limits.data_mb * mb, limits.video_mb * mb)
-        count = limits.episodes or math.inf
         indices = sorted(self._pending_sizes)
 
         def over(members: list[int], strict: bool) -> bool:
             sizes = [self._pending_sizes[i] for i in members]
-            data = sum(s[0] for s in sizes)
-            video = max((sum(col) for col in zip(*(s[1:] for s in sizes), strict=True)), default=0)
-            if strict:
-                return len(members) > count or data > cap[0] or video > cap[1]
-            return len(members) >= count or data >= cap[0] or video >= cap[1]
+            return groups.over_limits(sizes, self.cfg.files, strict)
 
         if len(indices) > 1 and (
             over(indices, strict=True) or self._headers(indices[0]) != self._headers(indices[-1])
@@ -349,8 +332,6 @@ class DatasetWriter:
             encoder.abort()
         if self._encoders:
             groups.remove_pending(self.root, self.num_episodes)
-            with contextlib.suppress(OSError):  # Left while another episode is pending.
-                (self.root / PENDING_DIR).rmdir()
         self._reset_buffer()
 
     def close(self) -> None:
@@ -405,29 +386,12 @@ class DatasetWriter:
             tasks = table.column("task").to_pylist()
             indices = table.column("task_index").to_pylist()
             self._tasks = dict(zip(tasks, indices, strict=True))
-        self._remove_orphans(stored)
+        keys = [c.key for c in stored.cameras]
+        groups.remove_unreferenced(
+            self.root, {p for r in self._rows for p in episode_files(self.root, r, keys)}
+        )
         # A reopened dataset continues with the caller's group limits, if given.
         return stored if cfg is None else stored.model_copy(update={"files": cfg.files})
-
-    def _remove_orphans(self, cfg: DatasetCfg) -> None:
-        """Delete partial files, and files in the episodes' folders that no committed episode
-        references: those of an episode or a group whose commit never came, and pending
-        files of episodes already joined into their group."""
-        keys = [c.key for c in cfg.cameras]
-        referenced = {p for r in self._rows for p in episode_files(self.root, r, keys)}
-        for path in list(self.root.rglob("*")):
-            if not path.is_file():
-                continue
-            top = path.relative_to(self.root).parts[0]
-            if PARTIAL in path.name or (top in _FILE_DIRS and path not in referenced):
-                path.unlink()
-        pending = self.root / PENDING_DIR
-        if pending.is_dir():
-            for folder in pending.iterdir():
-                if folder.is_dir() and not any(folder.iterdir()):
-                    shutil.rmtree(folder)
-            with contextlib.suppress(OSError):
-                pending.rmdir()
 
     def _tasks_table(self) -> pa.Table:
         table = pa.table(
