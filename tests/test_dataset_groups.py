@@ -338,3 +338,22 @@ def test_videos_coded_with_other_parameters_start_a_new_group(tmp_path: Path) ->
     assert files == ["file-000.parquet"] + ["file-001.parquet"] * 3
     assert run_verify(root, decode=True).ok
     check_exact(root, 4)
+
+
+def test_group_limits_count_episodes_data_and_the_largest_camera() -> None:
+    from r2s2r.data.groups import over_limits
+
+    mb = 2**20
+    limits = FilesCfg(data_mb=1.0, video_mb=2.0, episodes=3)
+    # (data bytes, video bytes of camera 0, camera 1)
+    small = (mb // 4, mb // 4, mb // 2)
+    assert not over_limits([small, small], limits, strict=False)
+    assert over_limits([small] * 3, limits, strict=False)  # Full at 3 episodes.
+    assert not over_limits([small] * 3, limits, strict=True)  # Not more than it holds.
+    assert over_limits([small] * 4, limits, strict=True)
+    # Camera 1 reaches 2 MB first; camera 0's total never counts against camera 1's.
+    wide = (1, 1, mb)
+    assert over_limits([wide, wide], FilesCfg(data_mb=1.0, video_mb=2.0), strict=False)
+    assert not over_limits([wide, wide], FilesCfg(data_mb=1.0, video_mb=2.0), strict=True)
+    assert over_limits([(mb, 0, 0), (1, 0, 0)], FilesCfg(), strict=False) is False
+    assert over_limits([(mb + 1, 0, 0)], FilesCfg(data_mb=1.0), strict=True)
