@@ -84,7 +84,10 @@ def test_dataset_cfg_checks_and_reads_old_info_json() -> None:
     assert DatasetCfg.from_json(json.loads(OLD_INFO)) == cfg
     written = cfg.to_json()
     assert written["embodiment"]["name"] == "rizon4s_wuji2_bimanual" and "robot_type" not in written
-    assert {k: v for k, v in json.loads(json.dumps(written)).items() if k != "embodiment"} == {
+    # Old info.json files have no group limits either: they continue with the defaults.
+    assert written["files"] == {"data_mb": 100.0, "video_mb": 200.0, "episodes": None}
+    kept = json.loads(json.dumps(written))
+    assert {k: v for k, v in kept.items() if k not in ("embodiment", "files")} == {
         k: v for k, v in json.loads(OLD_INFO).items() if k != "robot_type"
     }
     assert DatasetCfg.from_json(json.loads(json.dumps(written))) == cfg

@@ -32,7 +32,7 @@ from r2s2r.data import (
     export_robomimic,
     verify,
 )
-from r2s2r.data.layout import data_path, video_path
+from r2s2r.data.layout import pending_data
 from r2s2r.sim.env import PickSortEnv
 from r2s2r.sim.scripted import ScriptedPicker
 from r2s2r.spec.world import CAMERA_NAMES
@@ -233,7 +233,7 @@ def test_killed_writer_loses_only_the_episode_in_progress(tmp_path: Path) -> Non
     assert proc.returncode == -signal.SIGKILL
     # A writer killed after renaming an episode's files but before committing its row leaves
     # complete but unreferenced files; they must not count either.
-    shutil.copy(data_path(root, 0), data_path(root, 2))
+    shutil.copy(pending_data(root, 0), pending_data(root, 2))
     # The third episode's videos were being encoded when the writer died.
     assert list(root.rglob("*.partial.mp4"))
     report = verify(root)
@@ -246,11 +246,12 @@ def test_killed_writer_loses_only_the_episode_in_progress(tmp_path: Path) -> Non
     ds.close()
 
     writer = DatasetWriter(root)
-    assert not list(root.rglob("*partial*")) and not data_path(root, 2).exists()
+    assert not list(root.rglob("*partial*")) and not pending_data(root, 2).exists()
     img = np.zeros((64, 64, 3), dtype=np.uint8)
     for _ in range(5):
         writer.add_frame({c: img for c in CAMERA_NAMES}, np.zeros(STATE_DIM), np.zeros(ACTION_DIM))
     assert writer.save_episode("pick", True) == 2
+    writer.close()
     report = verify(root)
     assert report.ok and not report.notes
     assert Dataset(root).num_episodes == 3
@@ -339,7 +340,7 @@ def test_verify_names_a_truncated_video_and_a_deleted_parquet(
     root = tmp_path / "ds"
     shutil.copytree(lossless, root)
     assert runner.invoke(app, ["dataset", "verify", str(root)]).exit_code == 0
-    video = video_path(root, "observation.images.left_wrist", 1)
+    video = Dataset(root).video_file(1, "observation.images.left_wrist")
     video.write_bytes(video.read_bytes()[: video.stat().st_size // 2])
     result = runner.invoke(app, ["dataset", "verify", str(root)])
     assert result.exit_code == 1
@@ -347,10 +348,11 @@ def test_verify_names_a_truncated_video_and_a_deleted_parquet(
 
     shutil.rmtree(root)
     shutil.copytree(lossless, root)
-    data_path(root, 2).unlink()
+    data = Dataset(root).data_file(2)
+    data.unlink()
     result = runner.invoke(app, ["dataset", "verify", str(root)])
     assert result.exit_code == 1
-    assert f"{data_path(root, 2)}: missing" in result.output
+    assert f"{data}: missing" in result.output
 
 
 def test_bad_input_fails_with_the_file_or_field(tmp_path: Path, lossless: Path) -> None:
@@ -383,9 +385,9 @@ def test_bad_input_fails_with_the_file_or_field(tmp_path: Path, lossless: Path) 
 
     root = tmp_path / "corrupt"
     shutil.copytree(lossless, root)
-    data_path(root, 1).write_bytes(b"PAR1 not really")
     ds = Dataset(root)
-    with pytest.raises(DatasetError, match=f"{data_path(root, 1)}: not a readable parquet"):
+    ds.data_file(1).write_bytes(b"PAR1 not really")
+    with pytest.raises(DatasetError, match=f"{ds.data_file(1)}: not a readable parquet"):
         ds.frame(0)
     result = runner.invoke(app, ["dataset", "info", str(tmp_path / "empty")])
     assert result.exit_code != 0

@@ -167,6 +167,11 @@ def test_recorded_trials_have_their_videos_and_a_lost_line_is_recovered(tmp_path
         (r["trial"], r["condition"], r["seed"]) for r in records if r["video"]
     ]
     assert [e["length"] for e in ds.episodes] == [15, 15]
+    # Each trial's clip is a file of its own (the rollouts keep one file per episode).
+    clips = [r["video"] for r in records if r["video"]]
+    assert len(set(clips)) == 2 and [
+        ds.video_file(i, "observation.images.head") for i in (0, 1)
+    ] == [out / c for c in clips]
     assert (out / "rollouts" / "deploy" / "episode_000001.json").is_file()
     assert result.ran == 3
     # A crash between saving trial 2's recording and logging it: the rerun logs it from the

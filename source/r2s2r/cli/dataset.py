@@ -32,6 +32,10 @@ def info(
 
     with Dataset(root) as ds:
         successes = sum(bool(e["success"]) for e in ds.episodes)
+        sizes = {"data": 0, "video": 0}
+        for path in ds.files():
+            kind = "video" if path.suffix == ".mp4" else "data"
+            sizes[kind] += path.stat().st_size if path.is_file() else 0
         summary = {
             "path": str(ds.root),
             "codebase_version": ds.info["codebase_version"],
@@ -43,8 +47,9 @@ def info(
             "cameras": {c.name: [c.height, c.width] for c in ds.cameras},
             "tasks": ds.tasks,
             "success_rate": successes / ds.num_episodes if ds.num_episodes else None,
-            "data_mb": ds.info["data_files_size_in_mb"],
-            "video_mb": ds.info["video_files_size_in_mb"],
+            "files": len(ds.files()),
+            "data_mb": round(sizes["data"] / 2**20, 3),
+            "video_mb": round(sizes["video"] / 2**20, 3),
         }
     if as_json:
         typer.echo(json.dumps(summary, indent=2))

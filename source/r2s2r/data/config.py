@@ -16,7 +16,7 @@ from r2s2r.sim.contract import ENV_STATE_DIM, ENV_STATE_NAMES, Contract
 from r2s2r.sim.embodiment import Embodiment, EmbodimentError
 from r2s2r.sim.scene import nominal_embodiment
 from r2s2r.spec import Spec, SpecError
-from r2s2r.spec.base import PosInt
+from r2s2r.spec.base import Pos, PosInt
 from r2s2r.spec.world import CAMERA_NAMES
 
 CODEBASE_VERSION = "v3.0"
@@ -60,6 +60,21 @@ class VideoCfg(Spec):
     gop: PosInt = 10
 
 
+class FilesCfg(Spec):
+    """How many episodes share a data file and a video file (a group, see ``r2s2r.data.groups``).
+
+    A group is closed, its episodes' files joined into one data file and one video file per
+    camera, once the next episode would take its data past ``data_mb`` or one of its videos
+    past ``video_mb`` (LeRobot v3's ``data_files_size_in_mb`` / ``video_files_size_in_mb``,
+    whose defaults these are), once it holds ``episodes`` episodes, or when the writer closes.
+    ``episodes=1`` gives one file per episode per camera.
+    """
+
+    data_mb: Pos = 100.0
+    video_mb: Pos = 200.0
+    episodes: PosInt | None = None
+
+
 class DatasetCfg(Spec):
     """A dataset's fixed properties, written to ``meta/info.json`` when it is created."""
 
@@ -73,6 +88,9 @@ class DatasetCfg(Spec):
     # Whether frames carry ``observation.environment_state``: the presented object's pose,
     # where the rig (or simulator) can track it. Demo adaptation needs it.
     env_state: bool = False
+    # How episodes are grouped into files: a writer setting, not a property of what the
+    # dataset holds (a reopened dataset may continue with other limits).
+    files: FilesCfg = FilesCfg()
 
     @model_validator(mode="after")
     def _check(self) -> DatasetCfg:
@@ -89,6 +107,10 @@ class DatasetCfg(Spec):
                 )
         self.embodiment.action_dim(self.action_mode)  # Validates the mode.
         return self
+
+    def same_content(self, other: DatasetCfg) -> bool:
+        """Whether ``other`` describes the same frames (everything but ``files``)."""
+        return self.model_copy(update={"files": other.files}) == other
 
     @property
     def robot_type(self) -> str:

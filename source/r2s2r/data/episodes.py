@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from r2s2r.data import stats as st
 from r2s2r.data.config import EPISODE_META_FIELDS, DatasetCfg, DatasetError
-from r2s2r.data.layout import chunk_file
+from r2s2r.data.layout import PENDING
 
 _TYPES: dict[str, pa.DataType] = {
     "string": pa.string(),
@@ -92,20 +92,20 @@ def make_row(
     vector_stats: dict[str, st.Stats],
     histograms: dict[str, np.ndarray],
 ) -> dict[str, Any]:
-    """One row of the table."""
-    chunk, file = chunk_file(episode_index)
+    """One row of the table, of a pending episode (``layout.PENDING`` as its chunk and file
+    index: its files are in ``layout.pending_dir``)."""
     row: dict[str, Any] = {
         "episode_index": episode_index,
         "tasks": [task],
         "length": length,
         "dataset_from_index": from_index,
         "dataset_to_index": from_index + length,
-        "data/chunk_index": chunk,
-        "data/file_index": file,
+        "data/chunk_index": PENDING,
+        "data/file_index": PENDING,
     }
     for cam in cfg.cameras:
-        row[f"videos/{cam.key}/chunk_index"] = chunk
-        row[f"videos/{cam.key}/file_index"] = file
+        row[f"videos/{cam.key}/chunk_index"] = PENDING
+        row[f"videos/{cam.key}/file_index"] = PENDING
         row[f"videos/{cam.key}/from_timestamp"] = 0.0
         row[f"videos/{cam.key}/to_timestamp"] = length / cfg.fps
     row["meta/episodes/chunk_index"] = 0
@@ -120,6 +120,21 @@ def make_row(
         for name in st.VECTOR_STATS:
             row[f"stats/{key}/{name}"] = np.ravel(s[name]).tolist()
     return row
+
+
+def grouped(
+    cfg: DatasetCfg, row: dict[str, Any], chunk: int, file: int, starts: dict[str, float]
+) -> dict[str, Any]:
+    """``row`` pointing at group files (``chunk``, ``file``), its frames starting at
+    ``starts[key]`` seconds in each camera's video."""
+    out = {**row, "data/chunk_index": chunk, "data/file_index": file}
+    span = row["length"] / cfg.fps
+    for cam in cfg.cameras:
+        out[f"videos/{cam.key}/chunk_index"] = chunk
+        out[f"videos/{cam.key}/file_index"] = file
+        out[f"videos/{cam.key}/from_timestamp"] = starts[cam.key]
+        out[f"videos/{cam.key}/to_timestamp"] = starts[cam.key] + span
+    return out
 
 
 def dataset_stats(cfg: DatasetCfg, rows: list[dict[str, Any]]) -> dict[str, st.Stats]:

@@ -1,16 +1,20 @@
 """Where a dataset's files live, and how they are written so that a crash never leaves a
 half-written file under a final name.
 
-One data file and one video file per camera are written per episode (file index = episode
-index within its chunk of ``CHUNKS_SIZE`` files), so that finishing an episode never rewrites
-an earlier episode's files.
+Episodes share files, as in LeRobot v3: a group of episodes has one data file and one video
+file per camera, ``data/chunk-{c}/file-{f}.parquet`` and ``videos/{key}/chunk-{c}/file-{f}.mp4``
+(group ``g`` is chunk ``g // CHUNKS_SIZE``, file ``g % CHUNKS_SIZE``), and the episodes table
+says where each episode is: its group's chunk and file index and, per camera, the span
+(``from_timestamp`` .. ``to_timestamp``) its frames take in the video. An episode of the
+group still open is stored alone under ``pending/episode-{index}/`` until the group is closed
+(``r2s2r.data.groups``); its rows carry chunk and file index ``PENDING``.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -27,21 +31,68 @@ STATS_PATH = "meta/stats.json"
 TASKS_PATH = "meta/tasks.parquet"
 # Files being written carry this suffix until they are complete.
 PARTIAL = ".partial"
+# Episodes saved but not yet joined into their group's files.
+PENDING_DIR = "pending"
+# The chunk and file index of a pending episode in the episodes table.
+PENDING = -1
 
 
-def chunk_file(episode_index: int) -> tuple[int, int]:
-    """The (chunk, file) index pair of an episode's data and video files."""
-    return divmod(episode_index, CHUNKS_SIZE)
+def group_location(group: int) -> tuple[int, int]:
+    """The (chunk, file) index pair of group ``group``'s files."""
+    return divmod(group, CHUNKS_SIZE)
 
 
-def data_path(root: Path, episode_index: int) -> Path:
-    chunk, file = chunk_file(episode_index)
+def group_number(chunk: int, file: int) -> int:
+    """The inverse of ``group_location``."""
+    return chunk * CHUNKS_SIZE + file
+
+
+def data_file(root: Path, chunk: int, file: int) -> Path:
     return root / DATA_PATH.format(chunk_index=chunk, file_index=file)
 
 
-def video_path(root: Path, key: str, episode_index: int) -> Path:
-    chunk, file = chunk_file(episode_index)
+def video_file(root: Path, key: str, chunk: int, file: int) -> Path:
     return root / VIDEO_PATH.format(video_key=key, chunk_index=chunk, file_index=file)
+
+
+def pending_dir(root: Path, episode_index: int) -> Path:
+    """Where a pending episode's files are."""
+    return root / PENDING_DIR / f"episode-{episode_index:06d}"
+
+
+def pending_data(root: Path, episode_index: int) -> Path:
+    return pending_dir(root, episode_index) / "data.parquet"
+
+
+def pending_video(root: Path, key: str, episode_index: int) -> Path:
+    return pending_dir(root, episode_index) / f"{key}.mp4"
+
+
+def is_pending(row: dict[str, Any]) -> bool:
+    """Whether an episodes-table row is of a pending episode."""
+    return int(row["data/chunk_index"]) == PENDING
+
+
+def episode_data(root: Path, row: dict[str, Any]) -> Path:
+    """The file holding the frames of the episode of ``row`` (an episodes-table row)."""
+    chunk, file = int(row["data/chunk_index"]), int(row["data/file_index"])
+    if chunk == PENDING:
+        return pending_data(root, int(row["episode_index"]))
+    return data_file(root, chunk, file)
+
+
+def episode_video(root: Path, key: str, row: dict[str, Any]) -> Path:
+    """The video file holding camera ``key``'s frames of the episode of ``row``."""
+    chunk = int(row[f"videos/{key}/chunk_index"])
+    file = int(row[f"videos/{key}/file_index"])
+    if chunk == PENDING:
+        return pending_video(root, key, int(row["episode_index"]))
+    return video_file(root, key, chunk, file)
+
+
+def episode_files(root: Path, row: dict[str, Any], keys: Iterable[str]) -> list[Path]:
+    """The data file and the video files (of cameras ``keys``) holding an episode."""
+    return [episode_data(root, row), *(episode_video(root, k, row) for k in keys)]
 
 
 def partial_path(path: Path) -> Path:
@@ -49,7 +100,8 @@ def partial_path(path: Path) -> Path:
     return path.with_name(path.stem + PARTIAL + path.suffix)
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
+    """Flush a folder's entries (renames, removals) to disk."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -62,7 +114,7 @@ def commit(tmp: Path, path: Path) -> None:
     with open(tmp, "rb+") as f:
         os.fsync(f.fileno())
     os.replace(tmp, path)
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 def write_atomic(path: Path, write: Callable[[Path], object]) -> None:
@@ -120,8 +172,7 @@ def info_json(
     episodes: int,
     frames: int,
     tasks: int,
-    data_mb: float,
-    video_mb: float,
+    files: dict[str, Any],
 ) -> dict[str, Any]:
     """The ``meta/info.json`` document."""
     return {
@@ -131,8 +182,9 @@ def info_json(
         "total_frames": frames,
         "total_tasks": tasks,
         "chunks_size": CHUNKS_SIZE,
-        "data_files_size_in_mb": round(data_mb, 3),
-        "video_files_size_in_mb": round(video_mb, 3),
+        # The largest a data file and a video file grow, as in LeRobot v3.
+        "data_files_size_in_mb": files["data_mb"],
+        "video_files_size_in_mb": files["video_mb"],
         "fps": cfg_json["fps"],
         "splits": {"train": f"0:{episodes}"},
         "data_path": DATA_PATH,

@@ -1,8 +1,9 @@
 """``Dataset``: random access to a dataset's frames and policy windows.
 
-The episodes table is the source of truth for what the dataset holds. Low-dimensional data
-of every episode is read into memory on first use (about 0.5 kB per frame); video frames
-are decoded on demand.
+The episodes table is the source of truth for what the dataset holds and where: each
+episode's data file and, per camera, its video file and the span its frames take there
+(``r2s2r.data.layout``). Low-dimensional data of every episode is read into memory on first
+use (about 0.5 kB per frame); video frames are decoded on demand.
 """
 
 from __future__ import annotations
@@ -27,10 +28,11 @@ from r2s2r.data.layout import (
     STATS_PATH,
     TASKS_PATH,
     check_root,
-    data_path,
+    episode_data,
+    episode_files,
+    episode_video,
     read_json,
     read_parquet,
-    video_path,
 )
 from r2s2r.data.video import VideoReader
 from r2s2r.sim.contract import Contract
@@ -48,8 +50,7 @@ def vectors(table: pa.Table, name: str, path: Path) -> np.ndarray:
 
 
 class Dataset:
-    """A dataset folder written by ``DatasetWriter`` (or any LeRobot v3 dataset with one data
-    file and one video file per episode)."""
+    """A dataset folder written by ``DatasetWriter`` (or another LeRobot v3 dataset)."""
 
     def __init__(self, root: str | Path) -> None:
         self.root = check_root(Path(root))
@@ -82,6 +83,8 @@ class Dataset:
             gop = int(self.features[self.camera_keys[0]].get("info", {}).get("video.g", 250))
         self._video = VideoReader(self.fps, gop)
         self._low: dict[str, np.ndarray] | None = None
+        # The data file read last, with its episode_index column: episodes share files.
+        self._table: tuple[Path, pa.Table, np.ndarray] | None = None
 
     @property
     def cfg(self) -> DatasetCfg | None:
@@ -143,10 +146,40 @@ class Dataset:
             }
         return self._low
 
+    def data_file(self, i: int) -> Path:
+        """The parquet file holding episode ``i``'s frame rows."""
+        return episode_data(self.root, self.episode(i))
+
+    def video_file(self, i: int, camera_key: str) -> Path:
+        """The video file holding episode ``i``'s frames of one camera."""
+        return episode_video(self.root, camera_key, self.episode(i))
+
+    def video_start(self, i: int, camera_key: str) -> int:
+        """The frame of ``video_file(i, camera_key)`` that episode ``i`` starts at."""
+        start = self.episode(i).get(f"videos/{camera_key}/from_timestamp") or 0.0
+        return round(float(start) * self.fps)
+
+    def files(self) -> list[Path]:
+        """Every data and video file the episodes table references, once each."""
+        out: dict[Path, None] = {}
+        for row in self.episodes:
+            out.update(dict.fromkeys(episode_files(self.root, row, self.camera_keys)))
+        return list(out)
+
     def episode_arrays(self, i: int) -> dict[str, np.ndarray]:
         """Episode ``i``'s frame rows read from its parquet file."""
-        path = data_path(self.root, int(self.episode(i)["episode_index"]))
-        table = read_parquet(path)
+        path = self.data_file(i)
+        if self._table is None or self._table[0] != path:
+            whole = read_parquet(path)
+            if "episode_index" not in whole.column_names:
+                raise DatasetError(f"{path}: no column 'episode_index'")
+            self._table = (path, whole, whole.column("episode_index").to_numpy())
+        _, whole, owners = self._table
+        episode = int(self.episode(i)["episode_index"])
+        rows = np.flatnonzero(owners == episode)
+        if len(rows) and rows[-1] - rows[0] + 1 != len(rows):
+            raise DatasetError(f"{path}: the rows of episode {episode} are not contiguous")
+        table = whole.slice(int(rows[0]), len(rows)) if len(rows) else whole.slice(0, 0)
         out = {key: vectors(table, key, path) for key in self.vector_keys}
         for key in ("timestamp", "episode_index", "frame_index", "index", "task_index"):
             if key not in table.column_names:
@@ -164,15 +197,13 @@ class Dataset:
     def image(self, camera_key: str, index: int) -> np.ndarray:
         """Global frame ``index`` of one camera; (H, W, 3) uint8."""
         ep, frame = self.locate(index)
-        row = self.episode(ep)
-        start = row.get(f"videos/{camera_key}/from_timestamp", 0.0)
-        path = video_path(self.root, camera_key, int(row["episode_index"]))
-        return self._video.frame(path, frame + round(start * self.fps))
+        path = self.video_file(ep, camera_key)
+        return self._video.frame(path, frame + self.video_start(ep, camera_key))
 
     def episode_images(self, i: int, camera_key: str) -> np.ndarray:
         """Every frame of episode ``i`` from one camera; (T, H, W, 3) uint8."""
-        path = video_path(self.root, camera_key, int(self.episode(i)["episode_index"]))
-        return self._video.all_frames(path)
+        path, start = self.video_file(i, camera_key), self.video_start(i, camera_key)
+        return self._video.frames(path, start, int(self.episode(i)["length"]))
 
     def frame(self, index: int) -> dict[str, Any]:
         """Global frame ``index``: state (S,), action (A,), environment state (7,) where

@@ -9,15 +9,7 @@ import av
 import numpy as np
 
 from r2s2r.data.config import DatasetError
-from r2s2r.data.layout import (
-    EPISODES_PATH,
-    INFO_PATH,
-    PARTIAL,
-    STATS_PATH,
-    data_path,
-    read_json,
-    video_path,
-)
+from r2s2r.data.layout import EPISODES_PATH, INFO_PATH, PARTIAL, PENDING_DIR, STATS_PATH, read_json
 from r2s2r.data.reader import Dataset
 from r2s2r.data.video import VideoReader, count_packets
 
@@ -58,6 +50,10 @@ def verify(root: str | Path, decode: bool = False) -> Report:
             f"{len(ds)}); an interrupted save? Reopening with DatasetWriter repairs it"
         )
     expected_start = 0
+    # Per video file: (frames, width, height) or None where unreadable, and the frames its
+    # episodes take, which must tile it.
+    videos: dict[Path, tuple[int, int, int] | None] = {}
+    spans: dict[Path, list[tuple[int, int, int]]] = {}
     for i, row in enumerate(ds.episodes):
         if row["episode_index"] != i or row["dataset_from_index"] != expected_start:
             report.faults.append(
@@ -67,11 +63,13 @@ def verify(root: str | Path, decode: bool = False) -> Report:
         expected_start = row["dataset_to_index"]
         _check_data(ds, i, report)
         for key in ds.camera_keys:
-            _check_video(ds, i, key, decode, report)
-    referenced = {data_path(root, i) for i in range(ds.num_episodes)}
-    referenced |= {video_path(root, k, i) for k in ds.camera_keys for i in range(ds.num_episodes)}
+            _check_video(ds, i, key, decode, report, videos, spans)
+    for path, taken in spans.items():
+        _check_tiling(path, taken, videos.get(path), report)
+    referenced = set(ds.files())
     for path in sorted(root.rglob("*")):
-        data_file = path.suffix in (".parquet", ".mp4") and "meta" not in path.parts
+        top = path.relative_to(root).parts[0]
+        data_file = path.suffix in (".parquet", ".mp4") and top in ("data", "videos", PENDING_DIR)
         if data_file and path.is_file() and (PARTIAL in path.name or path not in referenced):
             report.notes.append(
                 f"{path}: not part of any saved episode (left by an interrupted writer; "
@@ -83,7 +81,7 @@ def verify(root: str | Path, decode: bool = False) -> Report:
 
 def _check_data(ds: Dataset, i: int, report: Report) -> None:
     row = ds.episodes[i]
-    path = data_path(ds.root, i)
+    path = ds.data_file(i)
     try:
         arrays = ds.episode_arrays(i)
     except DatasetError as err:
@@ -92,7 +90,7 @@ def _check_data(ds: Dataset, i: int, report: Report) -> None:
     n = int(row["length"])
     length = len(arrays["timestamp"])
     if length != n or row["dataset_to_index"] - row["dataset_from_index"] != n:
-        report.faults.append(f"{path}: {length} frames, the episodes table says {n}")
+        report.faults.append(f"{path}: {length} frames of episode {i}, the episodes table says {n}")
         return
     for key in ds.vector_keys:
         dim = ds.features[key]["shape"][0]
@@ -121,27 +119,74 @@ def _check_data(ds: Dataset, i: int, report: Report) -> None:
         )
 
 
-def _check_video(ds: Dataset, i: int, key: str, decode: bool, report: Report) -> None:
+def _check_video(
+    ds: Dataset,
+    i: int,
+    key: str,
+    decode: bool,
+    report: Report,
+    videos: dict[Path, tuple[int, int, int] | None],
+    spans: dict[Path, list[tuple[int, int, int]]],
+) -> None:
     row = ds.episodes[i]
-    path = video_path(ds.root, key, i)
-    if not path.is_file():
-        report.faults.append(f"{path}: missing")
+    path = ds.video_file(i, key)
+    if path not in videos:
+        videos[path] = None
+        if not path.is_file():
+            report.faults.append(f"{path}: missing")
+            return
+        try:
+            videos[path] = count_packets(path)
+        except (av.FFmpegError, DatasetError, OSError) as err:
+            report.faults.append(f"{path}: not a readable video ({err})")
+            return
+    found = videos[path]
+    if found is None:
         return
-    try:
-        frames, width, height = count_packets(path)
-        if decode:
-            frames = len(VideoReader(ds.fps, 1).all_frames(path))
-    except (av.FFmpegError, DatasetError, OSError) as err:
-        report.faults.append(f"{path}: not a readable video ({err})")
-        return
+    frames, width, height = found
     n = int(row["length"])
-    if frames != n:
-        report.faults.append(f"{path}: {frames} frames, the episodes table says {n}")
+    start_s = float(row[f"videos/{key}/from_timestamp"])
+    start = round(start_s * ds.fps)
+    if abs(start_s - start / ds.fps) > TOLERANCE_S:
+        report.faults.append(
+            f"{path}: episode {i} starts at {start_s:.6f} s, off the 1/{ds.fps} s frame grid"
+        )
+    spans.setdefault(path, []).append((start, n, i))
     h, w, _ = ds.features[key]["shape"]
-    if (width, height) != (w, h):
+    if (width, height) != (w, h) and len(spans[path]) == 1:
         report.faults.append(f"{path}: {width}x{height}, info.json says {w}x{h}")
-    span = row[f"videos/{key}/to_timestamp"] - row[f"videos/{key}/from_timestamp"]
+    span = row[f"videos/{key}/to_timestamp"] - start_s
     if abs(span - n / ds.fps) > TOLERANCE_S:
         report.faults.append(
             f"{path}: the episodes table spans {span:.4f} s for {n} frames at {ds.fps} fps"
         )
+    if start + n > frames:
+        report.faults.append(
+            f"{path}: {frames} frames, episode {i} needs frames {start} to {start + n - 1}"
+        )
+        return
+    if decode:
+        try:
+            VideoReader(ds.fps, 1).frames(path, start, n)
+        except DatasetError as err:
+            report.faults.append(str(err))
+
+
+def _check_tiling(
+    path: Path,
+    taken: list[tuple[int, int, int]],
+    found: tuple[int, int, int] | None,
+    report: Report,
+) -> None:
+    """The episodes in one video file take its frames in order, each frame once."""
+    if found is None:
+        return
+    at = 0
+    for start, n, i in sorted(taken):
+        if start != at:
+            report.faults.append(
+                f"{path}: episode {i} starts at frame {start}, the one before ends at {at}"
+            )
+        at = start + n
+    if at != found[0]:
+        report.faults.append(f"{path}: {found[0]} frames, its episodes take {at}")

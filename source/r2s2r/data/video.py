@@ -131,6 +131,33 @@ class VideoReader:
             self._open.popitem(last=False)[1].container.close()
         return stream.get(index, self.gop)
 
+    def frames(self, path: Path, start: int, count: int) -> np.ndarray:
+        """Frames ``start`` .. ``start + count - 1`` of ``path`` in order; (count, H, W, 3)
+        uint8. A file shorter than that is an error naming it."""
+        if not path.is_file():
+            raise DatasetError(f"{path}: missing")
+        out: list[np.ndarray] = []
+        try:
+            with av.open(str(path)) as container:
+                stream = container.streams.video[0]
+                if start > 0:
+                    assert stream.time_base is not None
+                    target = int(Fraction(start, self.fps) / stream.time_base)
+                    container.seek(target, stream=stream, backward=True, any_frame=False)
+                for frame in container.decode(stream):
+                    j = round(float(frame.time) * self.fps)
+                    if j >= start + count:
+                        break
+                    if j >= start:
+                        out.append(frame.to_ndarray(format="rgb24"))
+        except av.FFmpegError as err:
+            raise DatasetError(f"{path}: not a readable video ({err})") from err
+        if len(out) != count:
+            raise DatasetError(
+                f"{path}: {len(out)} frames from frame {start}, the episode has {count}"
+            )
+        return np.stack(out)
+
     def all_frames(self, path: Path) -> np.ndarray:
         """Every frame of ``path`` in order; (T, H, W, 3) uint8."""
         try:

@@ -2,18 +2,20 @@
 
 While an episode is recorded its camera streams are encoded into ``*.partial.mp4`` files and
 its low-dimensional data is held in memory. ``save_episode`` finishes the videos, writes the
-episode's parquet file, and then rewrites the episodes table (the commit record), the stats
-and ``info.json``, each under a temporary name, flushed and renamed into place. A writer
-killed at any point therefore loses at most the episode it was recording; reopening the
-folder with a new writer removes that episode's leftovers and continues after the last
-committed episode.
+episode's parquet file (both alone, as a pending episode: ``layout.pending_dir``), and then
+rewrites the episodes table (the commit record), the stats and ``info.json``, each under a
+temporary name, flushed and renamed into place. Pending episodes are joined into their
+group's shared files (``r2s2r.data.groups``) when the group is full (``DatasetCfg.files``)
+and when the writer closes. A writer killed at any point therefore loses at most the episode
+it was recording; reopening the folder with a new writer removes the leftovers of what was
+not committed and continues after the last committed episode, its pending episodes still in
+the open group.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
@@ -23,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from r2s2r.data import episodes as ep
+from r2s2r.data import groups
 from r2s2r.data import stats as st
 from r2s2r.data.config import (
     ACTION_KEY,
@@ -36,16 +39,22 @@ from r2s2r.data.config import (
 from r2s2r.data.layout import (
     EPISODES_PATH,
     INFO_PATH,
-    PARTIAL,
     STATS_PATH,
     TASKS_PATH,
     commit,
-    data_path,
+    data_file,
+    episode_files,
+    episode_video,
+    group_location,
+    group_number,
     info_json,
+    is_pending,
     partial_path,
+    pending_data,
+    pending_video,
     read_json,
     read_parquet,
-    video_path,
+    video_file,
     write_json,
     write_parquet,
 )
@@ -82,7 +91,6 @@ _TASKS_PANDAS_META = {
     "creator": {"library": "pyarrow", "version": pa.__version__},
     "pandas_version": "2.2.3",
 }
-_FILE_RE = re.compile(r"chunk-(\d+)/file-(\d+)\.(parquet|mp4)$")
 
 
 def frame_table(
@@ -129,7 +137,20 @@ class DatasetWriter:
             self.cfg = cfg or DatasetCfg()
             self.root.mkdir(parents=True, exist_ok=True)
         self.contract = self.cfg.contract
-        self._sizes = self._file_sizes()
+        # The next group's number, and the sizes (bytes) of the pending episodes' files.
+        self._next_group = 1 + max(
+            (
+                group_number(r["data/chunk_index"], r["data/file_index"])
+                for r in self._rows
+                if not is_pending(r)
+            ),
+            default=-1,
+        )
+        self._pending_sizes = {
+            int(r["episode_index"]): self._sizes_of(int(r["episode_index"]))
+            for r in self._rows
+            if is_pending(r)
+        }
         self._write_meta()
         self._reset_buffer()
 
@@ -194,7 +215,7 @@ class DatasetWriter:
         # Everything is checked: now the frame goes in.
         for cam in cfg.cameras:
             if cam.name not in self._encoders:
-                final = video_path(self.root, cam.key, self.num_episodes)
+                final = pending_video(self.root, cam.key, self.num_episodes)
                 self._encoders[cam.name] = VideoEncoder(
                     partial_path(final), cam.width, cam.height, cfg.fps, cfg.video
                 )
@@ -212,14 +233,12 @@ class DatasetWriter:
             raise DatasetError("save_episode: no frames were added since the last episode")
         row_meta = ep.check_meta(meta or {})
         index, n = self.num_episodes, len(self._timestamps)
-        if index >= CHUNKS_SIZE * 1000:
-            raise DatasetError(f"a dataset holds at most {CHUNKS_SIZE * 1000} episodes")
+        if self._next_group >= CHUNKS_SIZE * 1000:
+            raise DatasetError(f"a dataset holds at most {CHUNKS_SIZE * 1000} files per camera")
         for cam in self.cfg.cameras:
             encoder = self._encoders.pop(cam.name)
             encoder.close()
-            final = video_path(self.root, cam.key, index)
-            commit(encoder.path, final)
-            self._sizes["video"] += final.stat().st_size
+            commit(encoder.path, pending_video(self.root, cam.key, index))
         new_task = task not in self._tasks
         task_index = self._tasks.setdefault(task, len(self._tasks))
         vectors = {STATE_KEY: np.stack(self._states), ACTION_KEY: np.stack(self._actions)}
@@ -228,9 +247,7 @@ class DatasetWriter:
         table = frame_table(
             index, self.num_frames, task_index, np.asarray(self._timestamps), vectors
         )
-        path = data_path(self.root, index)
-        write_parquet(path, table)
-        self._sizes["data"] += path.stat().st_size
+        write_parquet(pending_data(self.root, index), table)
         if new_task:
             write_parquet(self.root / TASKS_PATH, self._tasks_table())
         vec_stats = {key: st.vector_stats(x.astype(np.float32)) for key, x in vectors.items()}
@@ -240,17 +257,87 @@ class DatasetWriter:
         self._rows.append(row)
         self._write_meta()
         self._reset_buffer()
+        self._pending_sizes[index] = self._sizes_of(index)
+        self._close_full_groups()
         return index
+
+    def video_file(self, index: int, camera_key: str) -> Path:
+        """The file holding saved episode ``index``'s frames of one camera (pending or in its
+        group's file)."""
+        return episode_video(self.root, camera_key, self._rows[index])
+
+    def close_group(self) -> None:
+        """Join the pending episodes into the next group's files (see the module docstring)."""
+        indices = sorted(self._pending_sizes)
+        if not indices:
+            return
+        chunk, file = group_location(self._next_group)
+        groups.join_data(
+            [pending_data(self.root, i) for i in indices], data_file(self.root, chunk, file)
+        )
+        starts: list[dict[str, float]] = [{} for _ in indices]
+        for cam in self.cfg.cameras:
+            sources = [pending_video(self.root, cam.key, i) for i in indices]
+            out = video_file(self.root, cam.key, chunk, file)
+            times = groups.join_videos(sources, self.cfg.fps, out)
+            for start, t in zip(starts, times, strict=True):
+                start[cam.key] = t
+        for i, start in zip(indices, starts, strict=True):
+            self._rows[i] = ep.grouped(self.cfg, self._rows[i], chunk, file, start)
+        self._write_episodes()  # The commit: the episodes are now in the group's files.
+        self._next_group += 1
+        self._pending_sizes.clear()
+        for i in indices:
+            groups.remove_pending(self.root, i)
+
+    def _close_full_groups(self) -> None:
+        """Close the open group before the newest episode if that one would take it past a
+        limit or its videos were coded with other parameters (another encoder version, after
+        a resume), and with it if the group is then full."""
+        indices = sorted(self._pending_sizes)
+
+        def over(members: list[int], strict: bool) -> bool:
+            sizes = [self._pending_sizes[i] for i in members]
+            return groups.over_limits(sizes, self.cfg.files, strict)
+
+        if len(indices) > 1 and (
+            over(indices, strict=True) or self._headers(indices[0]) != self._headers(indices[-1])
+        ):
+            newest = indices[-1]
+            kept = self._pending_sizes.pop(newest)
+            self.close_group()
+            self._pending_sizes[newest] = kept
+        if self._pending_sizes and over(sorted(self._pending_sizes), strict=False):
+            self.close_group()
+
+    def _headers(self, index: int) -> list[bytes | None]:
+        """The codec parameters of a pending episode's videos (they must match to share a
+        file)."""
+        return [
+            groups.stream_header(pending_video(self.root, c.key, index)) for c in self.cfg.cameras
+        ]
+
+    def _sizes_of(self, index: int) -> tuple[int, ...]:
+        """(data bytes, video bytes per camera) of a pending episode."""
+        paths = [pending_data(self.root, index)]
+        paths += [pending_video(self.root, c.key, index) for c in self.cfg.cameras]
+        missing = [p for p in paths if not p.is_file()]
+        if missing:
+            raise DatasetError(f"{missing[0]}: missing (episode {index} is pending)")
+        return tuple(p.stat().st_size for p in paths)
 
     def discard_episode(self) -> None:
         """Drop the episode being recorded; nothing of it stays on disk."""
         for encoder in self._encoders.values():
             encoder.abort()
+        if self._encoders:
+            groups.remove_pending(self.root, self.num_episodes)
         self._reset_buffer()
 
     def close(self) -> None:
-        """Discard an unsaved episode and release the encoders."""
+        """Discard an unsaved episode, release the encoders and close the open group."""
         self.discard_episode()
+        self.close_group()
 
     def __enter__(self) -> DatasetWriter:
         return self
@@ -290,7 +377,7 @@ class DatasetWriter:
                 f"{self.root / INFO_PATH}: not written by r2s2r's DatasetWriter; cannot append"
             )
         stored = DatasetCfg.from_json(info["r2s2r"])
-        if cfg is not None and cfg != stored:
+        if cfg is not None and not cfg.same_content(stored):
             raise DatasetError(f"{self.root}: exists with a different config: {stored}")
         if (self.root / EPISODES_PATH).is_file():
             self._rows = read_parquet(self.root / EPISODES_PATH).to_pylist()
@@ -299,31 +386,12 @@ class DatasetWriter:
             tasks = table.column("task").to_pylist()
             indices = table.column("task_index").to_pylist()
             self._tasks = dict(zip(tasks, indices, strict=True))
-        self._remove_orphans()
-        return stored
-
-    def _remove_orphans(self) -> None:
-        """Delete partial files and files of episodes that were never committed."""
-        for path in list(self.root.rglob("*")):
-            if not path.is_file():
-                continue
-            if PARTIAL in path.name:
-                path.unlink()
-                continue
-            rel = path.relative_to(self.root).as_posix()
-            match = _FILE_RE.search(rel)
-            if match and rel.startswith(("data/", "videos/")):
-                index = int(match[1]) * CHUNKS_SIZE + int(match[2])
-                if index >= len(self._rows):
-                    path.unlink()
-
-    def _file_sizes(self) -> dict[str, int]:
-        sizes = {"data": 0, "video": 0}
-        for i in range(len(self._rows)):
-            sizes["data"] += data_path(self.root, i).stat().st_size
-            for cam in self.cfg.cameras:
-                sizes["video"] += video_path(self.root, cam.key, i).stat().st_size
-        return sizes
+        keys = [c.key for c in stored.cameras]
+        groups.remove_unreferenced(
+            self.root, {p for r in self._rows for p in episode_files(self.root, r, keys)}
+        )
+        # A reopened dataset continues with the caller's group limits, if given.
+        return stored if cfg is None else stored.model_copy(update={"files": cfg.files})
 
     def _tasks_table(self) -> pa.Table:
         table = pa.table(
@@ -336,21 +404,23 @@ class DatasetWriter:
         # pandas takes from this metadata.
         return table.replace_schema_metadata({"pandas": json.dumps(_TASKS_PANDAS_META)})
 
+    def _write_episodes(self) -> None:
+        """Rewrite the episodes table: the commit record."""
+        if self._rows:
+            table = pa.Table.from_pylist(self._rows, schema=ep.schema(self.cfg))
+            write_parquet(self.root / EPISODES_PATH, table)
+
     def _write_meta(self) -> None:
         """Rewrite the episodes table (the commit), then the stats and ``info.json``."""
         cfg = self.cfg
-        if self._rows:
-            table = pa.Table.from_pylist(self._rows, schema=ep.schema(cfg))
-            write_parquet(self.root / EPISODES_PATH, table)
+        self._write_episodes()
         write_json(self.root / STATS_PATH, st.to_json(ep.dataset_stats(cfg, self._rows)))
-        mb = 1024 * 1024
         info = info_json(
             cfg.to_json(),
             cfg.features(),
             episodes=self.num_episodes,
             frames=self.num_frames,
             tasks=len(self._tasks),
-            data_mb=self._sizes["data"] / mb,
-            video_mb=self._sizes["video"] / mb,
+            files=cfg.files.model_dump(),
         )
         write_json(self.root / INFO_PATH, info)

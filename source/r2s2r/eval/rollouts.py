@@ -10,12 +10,14 @@ from the log, from its recording.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from r2s2r.data.config import IMAGE_PREFIX
+from r2s2r.data.config import IMAGE_PREFIX, FilesCfg
 from r2s2r.eval.protocol import Trial
 from r2s2r.eval.trials import TRIALS_JSONL, TrialRecord, append_trial
 from r2s2r.rig.interfaces import DEPTH_CAMERA, Rig
@@ -46,7 +48,9 @@ class Rollouts:
         if self.writer is None:
             cameras = contract.cameras or (DEPTH_CAMERA,)
             cfg = deploy_dataset_cfg(rig, tuple(c for c in cameras if c in rig.cameras))
-            self.writer = DatasetWriter(self.root, cfg)
+            # One file per trial and camera: eval.json names each trial's clip.
+            files = FilesCfg(episodes=1)
+            self.writer = DatasetWriter(self.root, cfg.model_copy(update={"files": files}))
         return EpisodeRecorder(rig, self.writer)
 
     def save(self, recorder: Any, trial: Trial, episode: EpisodeLog) -> str | None:
@@ -59,13 +63,12 @@ class Rollouts:
             return None
         meta = {"trial": trial.index, "condition": trial.condition, "seed": trial.seed}
         index = recorder.save(episode, meta)
-        return self._video(list(recorder.cameras), index)
+        return self._video(list(recorder.cameras), lambda key: self.writer.video_file(index, key))
 
-    def _video(self, cameras: list[str], index: int) -> str:
-        from r2s2r.data.layout import video_path
-
+    def _video(self, cameras: list[str], file_of: Callable[[str], Path]) -> str:
+        """The trial's clip (``file_of`` the video file of a camera key), relative to DIR."""
         camera = DEPTH_CAMERA if DEPTH_CAMERA in cameras else cameras[0]
-        return video_path(self.root, IMAGE_PREFIX + camera, index).relative_to(self.out).as_posix()
+        return file_of(IMAGE_PREFIX + camera).relative_to(self.out).as_posix()
 
     def recover(
         self, planned: tuple[Trial, ...], logged: dict[int, TrialRecord]
@@ -74,9 +77,12 @@ class Rollouts:
         (a crash came between saving a trial and logging it); the records appended."""
         if not (self.root / "meta" / "info.json").is_file():
             return []
-        from r2s2r.data import Dataset
+        from r2s2r.data import Dataset, DatasetWriter
         from r2s2r.runtime.record import sidecar_paths
 
+        # Reopening and closing the writer joins a trial saved just before a crash into its
+        # own file (one per trial), where the log will find its clip.
+        DatasetWriter(self.root).close()
         ds = Dataset(self.root)
         cameras = [c.name for c in ds.cfg.cameras] if ds.cfg is not None else []
         by_index = {t.index: t for t in planned}
@@ -101,7 +107,7 @@ class Rollouts:
                 str(summary["ended_by"]),
                 len(summary["safety_events"]),
                 summary["timing"]["infer_ms_p50"],
-                self._video(cameras, index),
+                self._video(cameras, functools.partial(ds.video_file, index)),
             )
             append_trial(self.out / TRIALS_JSONL, record)
             log.warning("trial %d was recorded but not logged; logged now", trial.index)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from fractions import Fraction
 from pathlib import Path
 from typing import Protocol
 
@@ -21,7 +22,7 @@ import cv2
 import numpy as np
 
 from r2s2r.data.config import DatasetError
-from r2s2r.data.layout import EPISODES_PATH, INFO_PATH, commit, data_path, video_path
+from r2s2r.data.layout import EPISODES_PATH, INFO_PATH, commit
 from r2s2r.data.reader import Dataset
 
 CACHE_ENV = "R2S2R_CACHE_DIR"
@@ -46,14 +47,9 @@ def fingerprint(ds: Dataset) -> str:
         path = ds.root / rel
         h.update(rel.encode())
         h.update(path.read_bytes() if path.is_file() else b"")
-    for row in ds.episodes:
-        index = int(row["episode_index"])
-        files = [data_path(ds.root, index)] + [
-            video_path(ds.root, k, index) for k in ds.camera_keys
-        ]
-        for path in files:
-            size = path.stat().st_size if path.is_file() else -1
-            h.update(f"{path.relative_to(ds.root)}:{size}\n".encode())
+    for path in ds.files():
+        size = path.stat().st_size if path.is_file() else -1
+        h.update(f"{path.relative_to(ds.root)}:{size}\n".encode())
     return h.hexdigest()[:20]
 
 
@@ -125,7 +121,8 @@ class FrameCache:
         row = ds.episode(episode)
         length = int(row["length"])
         key = "observation.images." + camera
-        src = video_path(ds.root, key, int(row["episode_index"]))
+        src = ds.video_file(episode, key)
+        first = ds.video_start(episode, key)
         final = self.path(episode, camera)
         final.parent.mkdir(parents=True, exist_ok=True)
         # A per-process temporary name: two builders never write one file.
@@ -134,9 +131,17 @@ class FrameCache:
         count = 0
         try:
             with av.open(str(src)) as container:
-                for frame in container.decode(video=0):
-                    if count >= length:
-                        raise DatasetError(f"{src}: more frames than the episode's {length}")
+                stream = container.streams.video[0]
+                if first > 0:
+                    assert stream.time_base is not None
+                    target = int(Fraction(first, ds.fps) / stream.time_base)
+                    container.seek(target, stream=stream, backward=True, any_frame=False)
+                for frame in container.decode(stream):
+                    j = round(float(frame.time) * ds.fps) - first
+                    if j < 0:
+                        continue
+                    if j >= length:
+                        break
                     out[count] = resize(frame.to_ndarray(format="rgb24"), s)
                     count += 1
             if count != length:
