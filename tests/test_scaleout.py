@@ -1,0 +1,142 @@
+"""Scale-out: generation attempts and evaluation trials as independent tasks, in local worker
+processes or on a Ray cluster (a real local one, started here with ``ray start --head``),
+give the same datasets and trial logs as one process; a task whose worker dies runs again."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from r2s2r.behavior.generate import GenerateCfg, Generator
+from r2s2r.data import Dataset
+from r2s2r.scaleout import Job, ScaleoutError, in_order, run_tasks
+
+pytest.importorskip("ray", reason="the ray extra is not installed")
+TESTS = Path(__file__).resolve().parent
+RAY = Path(sys.executable).with_name("ray")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[str]:
+    """A Ray cluster of this machine (2 CPUs), started as its own head process; its address.
+    Its workers import r2s2r and this module from the paths this test runs with."""
+    port = _free_port()
+    temp = Path(tempfile.mkdtemp(prefix="r2s2r_ray_", dir="/tmp"))
+    paths = [str(TESTS), *sys.path]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
+    # A cluster of this machine's loopback, for this test only: no token to keep in a home
+    # directory (the driver, this process, is told so too).
+    auth = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+    start = [str(RAY), "start", "--head", f"--port={port}", "--num-cpus=2"]
+    start += ["--node-ip-address=127.0.0.1", "--include-dashboard=false"]
+    start += [f"--temp-dir={temp}", "--disable-usage-stats"]
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in auth.items():
+            mp.setenv(k, v)
+        subprocess.run(start, env={**env, **auth}, check=True, capture_output=True, timeout=120)
+        try:
+            yield f"127.0.0.1:{port}"
+        finally:
+            subprocess.run([str(RAY), "stop", "--force"], capture_output=True, timeout=120)
+            shutil.rmtree(temp, ignore_errors=True)
+
+
+# ------------------------------------------------------------------ the seam itself
+def _marker(root: str) -> Path:
+    return Path(root)
+
+
+def _square_or_die_once(root: Path, i: int) -> tuple[int, int]:
+    """i * i; task 2 kills its own worker process the first time it runs."""
+    if i == 2 and not (root / "died").exists():
+        (root / "died").touch()
+        os._exit(1)
+    return i * i, os.getpid()
+
+
+def _fails(root: Path, i: int) -> int:
+    if i == 1:
+        raise ValueError("task one is broken")
+    return i
+
+
+@pytest.mark.parametrize("where", ["local", "ray"])
+def test_a_task_whose_worker_dies_runs_again(
+    where: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    ray = request.getfixturevalue("cluster") if where == "ray" else None
+    job = Job(_marker, _square_or_die_once, (str(tmp_path),))
+    results = list(run_tasks(job, range(6), workers=2, ray=ray))
+    assert (tmp_path / "died").exists()  # Task 2 did kill its worker ...
+    assert sorted(i for i, _ in results) == list(range(6))  # ... and every task came back once.
+    assert {i: r for i, (r, _) in results} == {i: i * i for i in range(6)}
+    assert os.getpid() not in {pid for _, (_, pid) in results}  # They ran in workers.
+    ordered = list(in_order(iter(results), range(6)))
+    assert [i for i, _ in ordered] == list(range(6))
+
+    # A task's own error is not retried: it stops the run, naming the task.
+    with pytest.raises(ScaleoutError, match="task 1"):
+        list(run_tasks(Job(_marker, _fails, (str(tmp_path),)), range(4), workers=2, ray=ray))
+
+
+def _always_die(root: Path, i: int) -> int:
+    os._exit(1)
+
+
+def test_a_task_that_always_kills_its_worker_fails_after_its_retries(tmp_path: Path) -> None:
+    job = Job(_marker, _always_die, (str(tmp_path),))
+    with pytest.raises(ScaleoutError, match=r"task 0: its worker process died 2 times"):
+        list(run_tasks(job, [0], workers=1, retries=1))
+
+
+# ------------------------------------------------------------------------ generation
+LOW_DIM = ("action", "observation.state", "observation.environment_state")
+
+
+@pytest.fixture(scope="module")
+def one_process(tmp_path_factory: pytest.TempPathFactory) -> GenerateCfg:
+    """Planned episodes (no source demos), 32 px views, generated in this process."""
+    out = tmp_path_factory.mktemp("gen") / "one"
+    cfg = GenerateCfg(source=None, out=out, episodes=2, image_size=32, behavior="planned", seed=3)
+    gen = Generator(cfg)
+    gen.run()
+    gen.close()
+    return cfg
+
+
+def _same_dataset(a: Path, b: Path) -> None:
+    first, second = Dataset(a), Dataset(b)
+    assert first.num_episodes == second.num_episodes == 2
+    for key in LOW_DIM:
+        np.testing.assert_array_equal(first.low_dim()[key], second.low_dim()[key])
+    for e in range(first.num_episodes):
+        ea, eb = first.episode(e), second.episode(e)
+        assert (ea["seed"], ea["object_ids"]) == (eb["seed"], eb["object_ids"])
+
+
+@pytest.mark.parametrize("where", ["processes", "ray"])
+def test_generation_scaled_out_gives_the_same_dataset(
+    where: str, one_process: GenerateCfg, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    ray = request.getfixturevalue("cluster") if where == "ray" else None
+    cfg = one_process.replace(out=tmp_path / where, workers=2, ray=ray)
+    gen = Generator(cfg)
+    summary = gen.run()
+    gen.close()
+    assert summary["kept"] == 2
+    _same_dataset(one_process.out, cfg.out)
