@@ -12,12 +12,22 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
+from r2s2r.app.evaluate import EvalRequest, evaluate
+from r2s2r.app.jobs import RequestError
 from r2s2r.behavior.generate import GenerateCfg, Generator
 from r2s2r.data import Dataset
+from r2s2r.eval.runner import EvalResult
+from r2s2r.eval.trials import read_trials
+
+# Torch and its vision models are imported before any twin renders: importing torchvision
+# after MuJoCo's EGL renderer has run crashes the process on this machine.
+from r2s2r.policy.learned import LearnedPolicy  # noqa: F401
+from r2s2r.runtime import RuntimeCfg
 from r2s2r.scaleout import Job, ScaleoutError, in_order, run_tasks
 
 pytest.importorskip("ray", reason="the ray extra is not installed")
@@ -140,3 +150,84 @@ def test_generation_scaled_out_gives_the_same_dataset(
     gen.close()
     assert summary["kept"] == 2
     _same_dataset(one_process.out, cfg.out)
+
+
+# ------------------------------------------------------------------------ evaluation
+def _eval(out: Path, policy: str = "scripted", **options: Any) -> EvalResult:
+    request = EvalRequest(
+        out=out,
+        policy=policy,
+        protocol="smoke",
+        image_size=64,
+        video="2",
+        device="cpu",
+        runtime=RuntimeCfg(max_s=0.3),
+        **options,
+    )
+    return evaluate(request)
+
+
+def _outcomes(out: Path) -> list[dict[str, Any]]:
+    # The median inference latency is a wall-clock time: the one field a rerun may change.
+    records = read_trials(out).records
+    return [{k: v for k, v in r.to_json().items() if k != "infer_ms_p50"} for r in records]
+
+
+@pytest.fixture(scope="module")
+def sequential(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Three trials of the scripted operator, one after another in this process."""
+    out = tmp_path_factory.mktemp("eval") / "sequential"
+    assert _eval(out, trials=3).ran == 3
+    return out
+
+
+def _same_rollouts(a: Path, b: Path) -> None:
+    first, second = Dataset(a / "rollouts"), Dataset(b / "rollouts")
+    assert [e["trial"] for e in first.episodes] == [e["trial"] for e in second.episodes]
+    for e in range(first.num_episodes):
+        ours, theirs = first.episode_arrays(e), second.episode_arrays(e)
+        for key in ("action", "observation.state"):
+            np.testing.assert_array_equal(ours[key], theirs[key])
+
+
+@pytest.mark.parametrize("where", ["processes", "ray"])
+def test_trials_in_workers_log_what_sequential_trials_do(
+    where: str, sequential: Path, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    ray = request.getfixturevalue("cluster") if where == "ray" else None
+    out = tmp_path / where
+    # Two trials first, then the evaluation continues to three: a resumed one.
+    first = _eval(out, trials=2, workers=2, ray=ray)
+    assert first.ran == 2 and [r.trial for r in first.records] == [0, 1]
+    rest = _eval(out, trials=3, workers=2, ray=ray)
+    assert rest.ran == 1 and rest.finished
+    assert _outcomes(out) == _outcomes(sequential)
+    # The recorded trials (0 and 2) have their videos next to the log, as sequential ones.
+    videos = [r.video for r in read_trials(out).records]
+    assert videos == [r.video for r in read_trials(sequential).records]
+    assert videos[0] is not None and all((out / v).is_file() for v in videos if v)
+    _same_rollouts(sequential, out)
+
+
+def test_a_trained_policy_runs_in_workers(recorded_demos: Path, tmp_path: Path) -> None:
+    from r2s2r.policy.train import TrainCfg, Trainer
+
+    options = {"preset": "tiny", "real": recorded_demos, "steps": 1, "batch_size": 2}
+    options |= {"workers": 0, "cache_dir": tmp_path / "cache", "stats_windows": 200}
+    Trainer(TrainCfg.from_dict(options), tmp_path / "run").fit()
+    _eval(tmp_path / "one", str(tmp_path / "run"), trials=2)
+    _eval(tmp_path / "two", str(tmp_path / "run"), trials=2, workers=2)
+    assert _outcomes(tmp_path / "two") == _outcomes(tmp_path / "one")
+    _same_rollouts(tmp_path / "one", tmp_path / "two")
+
+
+def test_the_real_cell_refuses_trials_at_once(tmp_path: Path) -> None:
+    config = tmp_path / "cell.yaml"
+    config.write_text("{}\n")
+    for options in ({"workers": 2}, {"ray": "local"}):
+        request = EvalRequest(
+            out=tmp_path / "hw", policy=str(tmp_path), rig="hardware", config=config, **options
+        )
+        with pytest.raises(RequestError, match="the real cell runs one trial at a time"):
+            evaluate(request)
+    assert not (tmp_path / "hw").exists()
