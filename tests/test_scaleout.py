@@ -4,12 +4,17 @@ give the same datasets and trial logs as one process; a task whose worker dies r
 
 from __future__ import annotations
 
+import logging
+import multiprocessing
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -231,3 +236,33 @@ def test_the_real_cell_refuses_trials_at_once(tmp_path: Path) -> None:
         with pytest.raises(RequestError, match="the real cell runs one trial at a time"):
             evaluate(request)
     assert not (tmp_path / "hw").exists()
+
+
+def test_generation_whose_worker_is_killed_gives_the_same_dataset(
+    one_process: GenerateCfg, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A worker process SIGKILLed in the middle of its attempt: its attempts run again."""
+    killed: list[int] = []
+
+    def kill_one() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not killed:
+            children = multiprocessing.active_children()
+            if children:
+                time.sleep(6.0)  # Started, and into its first attempts (about 8 s each).
+                victim = multiprocessing.active_children()[0]
+                os.kill(victim.pid, signal.SIGKILL)  # type: ignore[arg-type]
+                killed.append(int(victim.pid))  # type: ignore[arg-type]
+            time.sleep(0.1)
+
+    cfg = one_process.replace(out=tmp_path / "killed", workers=2)
+    killer = threading.Thread(target=kill_one)
+    killer.start()
+    with caplog.at_level(logging.WARNING, logger="r2s2r.scaleout"):
+        gen = Generator(cfg)
+        summary = gen.run()
+        gen.close()
+    killer.join()
+    assert killed and "a worker process died" in caplog.text
+    assert summary["kept"] == 2
+    _same_dataset(one_process.out, cfg.out)
