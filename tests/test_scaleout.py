@@ -105,8 +105,10 @@ def test_a_task_whose_worker_dies_runs_again(
     assert [i for i, _ in ordered] == list(range(6))
 
     # A task's own error is not retried: it stops the run, naming the task.
-    with pytest.raises(ScaleoutError, match="task 1"):
+    with pytest.raises(ScaleoutError, match="task 1") as err:
         list(run_tasks(Job(_marker, _fails, (str(tmp_path),)), range(4), workers=2, ray=ray))
+    assert err.value.index == 1 and isinstance(err.value.__cause__, ValueError)
+    assert "task one is broken" in str(err.value.__cause__)
 
 
 def _always_die(root: Path, i: int) -> int:

@@ -38,7 +38,16 @@ RETRIES = 3
 
 
 class ScaleoutError(RuntimeError):
-    """A task that failed (its own error, or its worker died more than ``retries`` times)."""
+    """A task that failed (its own error, or its worker died more than ``retries`` times);
+    ``index`` names it (None: no task in particular)."""
+
+    def __init__(self, message: str, index: int | None = None) -> None:
+        super().__init__(message)
+        self.index = index
+
+
+class ClusterUnreachable(ScaleoutError, ValueError):
+    """A ``--ray`` address with no Ray cluster to connect to (bad input: the CLI says so)."""
 
 
 @dataclass(frozen=True)
@@ -123,7 +132,8 @@ def _local_tasks(
                     if deaths[i] > retries:
                         raise ScaleoutError(
                             f"task {i}: its worker process died {deaths[i]} times (retries: "
-                            f"{retries}); see the log above for its last output"
+                            f"{retries}); see the log above for its last output",
+                            i,
                         )
                 log.warning("a worker process died; tasks %s run again", lost)
                 pool.shutdown(wait=True, cancel_futures=True)
@@ -134,7 +144,7 @@ def _local_tasks(
                 i = pending.pop(future)
                 err = future.exception()
                 if err is not None:
-                    raise ScaleoutError(f"task {i} failed: {err!r}") from err
+                    raise ScaleoutError(f"task {i} failed: {err!r}", i) from err
                 nxt = next(indices, None)
                 if nxt is not None:
                     pending[pool.submit(_task, job, nxt)] = nxt
@@ -175,8 +185,8 @@ def _ray_tasks(
         try:
             ray.init(address=None if address == "local" else address, log_to_driver=True)
         except (ConnectionError, RuntimeError, ValueError) as err:
-            raise ScaleoutError(
-                f"--ray {address}: cannot connect to the Ray cluster ({err})"
+            raise ClusterUnreachable(
+                f"--ray {address}: cannot connect to a Ray cluster there ({err})"
             ) from err
     pending: dict[Any, int] = {}
     try:
@@ -193,10 +203,10 @@ def _ray_tasks(
                 result = ray.get(ref)
             except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError) as err:
                 raise ScaleoutError(
-                    f"task {i}: its Ray worker died more than {retries} times ({err})"
+                    f"task {i}: its Ray worker died more than {retries} times ({err})", i
                 ) from err
             except ray.exceptions.RayTaskError as err:
-                raise ScaleoutError(f"task {i} failed on the Ray cluster: {err}") from err
+                raise ScaleoutError(f"task {i} failed on the Ray cluster: {err}", i) from err
             nxt = next(indices, None)
             if nxt is not None:
                 pending[remote.remote(job_ref, nxt)] = nxt

@@ -25,7 +25,7 @@ from r2s2r.eval.rollouts import ROLLOUTS
 from r2s2r.eval.trials import TrialRecord
 from r2s2r.rig.interfaces import DEPTH_CAMERA, Rig
 from r2s2r.runtime import EpisodeLog
-from r2s2r.scaleout import Job, in_order, run_tasks
+from r2s2r.scaleout import Job, ScaleoutError, in_order, run_tasks
 from r2s2r.sim.contract import Contract
 
 log = logging.getLogger("r2s2r.eval")
@@ -168,6 +168,14 @@ def run_in_workers(
             trial = by_index[index]
             video = _save(run.rollouts, played, trial)
             yield run.commit(trial, played.episode, video)
+    except ScaleoutError as err:
+        # A trial's own refusal (a policy that does not fit the rig, a lost server) reads as
+        # it does in one process; a crash keeps its traceback.
+        if isinstance(err.__cause__, ValueError):
+            from r2s2r.eval.runner import EvalError
+
+            raise EvalError(f"trial {err.index}: {err.__cause__}") from err
+        raise
     finally:
         results.close()
 
