@@ -4,6 +4,7 @@ give the same datasets and trial logs as one process; a task whose worker dies r
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
 import os
@@ -67,8 +68,35 @@ def cluster() -> Iterator[str]:
         try:
             yield f"127.0.0.1:{port}"
         finally:
-            subprocess.run([str(RAY), "stop", "--force"], capture_output=True, timeout=120)
+            _stop_cluster(temp)
             shutil.rmtree(temp, ignore_errors=True)
+
+
+def _stop_cluster(temp: Path) -> None:
+    """End this cluster's processes (each names its session folder under ``temp``) by their
+    ids; ``ray stop`` would end every Ray cluster of this user on the machine."""
+    if not Path("/proc").is_dir():
+        subprocess.run([str(RAY), "stop", "--force"], capture_output=True, timeout=120)
+        return
+
+    def ours() -> list[int]:
+        pids = []
+        for d in Path("/proc").iterdir():
+            if d.name.isdigit() and int(d.name) != os.getpid():
+                try:
+                    if str(temp).encode() in (d / "cmdline").read_bytes():
+                        pids.append(int(d.name))
+                except OSError:
+                    continue
+        return pids
+
+    for sig, wait_s in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
+        for pid in ours():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + wait_s
+        while ours() and time.monotonic() < deadline:
+            time.sleep(0.2)
 
 
 # ------------------------------------------------------------------ the seam itself
@@ -268,3 +296,28 @@ def test_generation_whose_worker_is_killed_gives_the_same_dataset(
     assert killed and "a worker process died" in caplog.text
     assert summary["kept"] == 2
     _same_dataset(one_process.out, cfg.out)
+
+
+def test_ctrl_c_stops_trials_in_workers_and_the_rerun_continues(tmp_path: Path) -> None:
+    """Ctrl-C in a terminal reaches the whole process group, workers included: the
+    evaluation stops with its log a prefix of the trial list, and the same command
+    continues it."""
+    out = tmp_path / "interrupted"
+    cmd = [sys.executable, "-m", "r2s2r", "eval", "--policy", "scripted", "--protocol", "smoke"]
+    cmd += ["--trials", "4", "--video", "none", "--max-seconds", "3", "--image-size", "64"]
+    cmd += ["--workers", "2", "--out", str(out)]
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    deadline = time.monotonic() + 120
+    while not (out / "trials.jsonl").is_file() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr
+    assert "rerun to continue" in stdout
+    done = [r.trial for r in read_trials(out).records]
+    assert done == list(range(len(done))) and 1 <= len(done) < 4
+    rest = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert rest.returncode == 0, rest.stderr
+    assert [r.trial for r in read_trials(out).records] == [0, 1, 2, 3]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import pickle
+import signal
 from collections.abc import Callable, Iterable, Iterator
 from collections.abc import Generator as Stream
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -154,7 +155,13 @@ def _local_tasks(
 
 
 def _pool(workers: int) -> ProcessPoolExecutor:
-    return ProcessPoolExecutor(workers, mp_context=get_context("spawn"))
+    return ProcessPoolExecutor(workers, mp_context=get_context("spawn"), initializer=_worker_init)
+
+
+def _worker_init() -> None:
+    """Ctrl-C reaches the whole process group: this process decides what stops (it closes
+    the run), so a worker does not die of it in the middle of a task."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _take(indices: Iterator[int], n: int) -> list[int]:
