@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from scaleout_tasks import always_die, fails, marker, square_or_die_once
 
 from r2s2r.app.evaluate import EvalRequest, evaluate
 from r2s2r.app.jobs import RequestError
@@ -100,30 +101,12 @@ def _stop_cluster(temp: Path) -> None:
 
 
 # ------------------------------------------------------------------ the seam itself
-def _marker(root: str) -> Path:
-    return Path(root)
-
-
-def _square_or_die_once(root: Path, i: int) -> tuple[int, int]:
-    """i * i; task 2 kills its own worker process the first time it runs."""
-    if i == 2 and not (root / "died").exists():
-        (root / "died").touch()
-        os._exit(1)
-    return i * i, os.getpid()
-
-
-def _fails(root: Path, i: int) -> int:
-    if i == 1:
-        raise ValueError("task one is broken")
-    return i
-
-
 @pytest.mark.parametrize("where", ["local", "ray"])
 def test_a_task_whose_worker_dies_runs_again(
     where: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     ray = request.getfixturevalue("cluster") if where == "ray" else None
-    job = Job(_marker, _square_or_die_once, (str(tmp_path),))
+    job = Job(marker, square_or_die_once, (str(tmp_path),))
     results = list(run_tasks(job, range(6), workers=2, ray=ray))
     assert (tmp_path / "died").exists()  # Task 2 did kill its worker ...
     assert sorted(i for i, _ in results) == list(range(6))  # ... and every task came back once.
@@ -134,17 +117,13 @@ def test_a_task_whose_worker_dies_runs_again(
 
     # A task's own error is not retried: it stops the run, naming the task.
     with pytest.raises(ScaleoutError, match="task 1") as err:
-        list(run_tasks(Job(_marker, _fails, (str(tmp_path),)), range(4), workers=2, ray=ray))
+        list(run_tasks(Job(marker, fails, (str(tmp_path),)), range(4), workers=2, ray=ray))
     assert err.value.index == 1 and isinstance(err.value.__cause__, ValueError)
     assert "task one is broken" in str(err.value.__cause__)
 
 
-def _always_die(root: Path, i: int) -> int:
-    os._exit(1)
-
-
 def test_a_task_that_always_kills_its_worker_fails_after_its_retries(tmp_path: Path) -> None:
-    job = Job(_marker, _always_die, (str(tmp_path),))
+    job = Job(marker, always_die, (str(tmp_path),))
     with pytest.raises(ScaleoutError, match=r"task 0: its worker process died 2 times"):
         list(run_tasks(job, [0], workers=1, retries=1))
 
