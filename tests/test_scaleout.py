@@ -5,6 +5,7 @@ give the same datasets and trial logs as one process; a task whose worker dies r
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import multiprocessing
 import os
@@ -23,10 +24,12 @@ from typing import Any
 import numpy as np
 import pytest
 from scaleout_tasks import always_die, fails, marker, square_or_die_once
+from typer.testing import CliRunner
 
 from r2s2r.app.evaluate import EvalRequest, evaluate
 from r2s2r.app.jobs import RequestError
 from r2s2r.behavior.generate import GenerateCfg, Generator
+from r2s2r.cli import app
 from r2s2r.data import Dataset
 from r2s2r.eval.runner import EvalResult
 from r2s2r.eval.trials import read_trials
@@ -157,13 +160,19 @@ def _same_dataset(a: Path, b: Path) -> None:
 def test_generation_scaled_out_gives_the_same_dataset(
     where: str, one_process: GenerateCfg, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    ray = request.getfixturevalue("cluster") if where == "ray" else None
-    cfg = one_process.replace(out=tmp_path / where, workers=2, ray=ray)
-    gen = Generator(cfg)
-    summary = gen.run()
-    gen.close()
+    out = tmp_path / where
+    if where == "ray":  # Through the command line: r2s2r generate --ray ADDRESS.
+        args = ["generate", "--behavior", "planned", "--episodes", "2", "--seed", "3"]
+        args += ["--image-size", "32", "--ray", request.getfixturevalue("cluster")]
+        result = CliRunner().invoke(app, [*args, "--out", str(out), "--json"])
+        assert result.exit_code == 0, result.output
+        summary = json.loads(result.stdout)
+    else:
+        gen = Generator(one_process.replace(out=out, workers=2))
+        summary = gen.run()
+        gen.close()
     assert summary["kept"] == 2
-    _same_dataset(one_process.out, cfg.out)
+    _same_dataset(one_process.out, out)
 
 
 # ------------------------------------------------------------------------ evaluation
