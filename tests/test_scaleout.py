@@ -309,3 +309,10 @@ def test_ctrl_c_stops_trials_in_workers_and_the_rerun_continues(tmp_path: Path) 
     rest = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert rest.returncode == 0, rest.stderr
     assert [r.trial for r in read_trials(out).records] == [0, 1, 2, 3]
+
+
+def test_an_empty_ray_address_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="got an empty string"):
+        GenerateCfg(source=None, out=tmp_path, ray="")
+    with pytest.raises(ValueError, match="got an empty string"):
+        EvalRequest(out=tmp_path, policy="scripted", ray=" ")

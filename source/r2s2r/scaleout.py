@@ -174,6 +174,16 @@ def _take(indices: Iterator[int], n: int) -> list[int]:
 
 
 # ------------------------------------------------------------------------ Ray tasks
+def check_address(address: str | None) -> str | None:
+    """A ``--ray`` value as given (None: no cluster); an empty one is refused."""
+    if address is not None and not address.strip():
+        raise ValueError(
+            "--ray: expected a Ray cluster's address (HOST:PORT, ray://HOST:PORT, auto or "
+            "local), got an empty string (is RAY_ADDRESS set to nothing?)"
+        )
+    return address
+
+
 def import_ray() -> Any:
     """The ``ray`` package (the ``ray`` extra), imported here only."""
     try:

@@ -18,6 +18,7 @@ from r2s2r.app.jobs import Cancel, ProgressFn, RequestError, report
 from r2s2r.data.record import KeySource
 from r2s2r.eval.runner import EvalResult, video_every
 from r2s2r.runtime import RuntimeCfg
+from r2s2r.scaleout import check_address
 from r2s2r.spec import Spec
 from r2s2r.spec.base import NonNegInt, PosInt
 
@@ -55,6 +56,8 @@ class EvalRequest(Spec):
     # same. The real cell runs one trial at a time.
     workers: PosInt = 1
     ray: str | None = None
+
+    _ray = field_validator("ray")(check_address)
 
     @field_validator("video")
     @classmethod

@@ -33,7 +33,7 @@ from r2s2r.behavior.instance import check_instance, draw_instance
 from r2s2r.behavior.planners import CARRY_PLANNERS
 from r2s2r.behavior.stats import demo_stats, episode_stats, mean_stats
 from r2s2r.data import CameraCfg, Dataset, DatasetCfg, DatasetWriter
-from r2s2r.scaleout import Job, in_order, run_tasks
+from r2s2r.scaleout import Job, check_address, in_order, run_tasks
 from r2s2r.spec import Spec, TaskSpec, WorldSpec
 from r2s2r.spec.base import NonNegInt, PosInt
 from r2s2r.spec.world import CAMERA_NAMES
@@ -71,6 +71,8 @@ class GenerateCfg(Spec):
     overrides: Path | None = None
     adapt: AdaptCfg = AdaptCfg()
     task: str | Path = "pick_sort"
+
+    _ray = field_validator("ray")(check_address)
 
     @field_validator("planner")
     @classmethod
