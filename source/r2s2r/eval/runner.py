@@ -18,7 +18,9 @@ whose policy server goes away is not logged (a lost server says nothing of the p
 evaluation stops with the reason, and continues at that trial when rerun. On the
 twin in lockstep with a fixed ``delay_periods`` a trial is a function of its seed, its
 condition and the policy, so a resumed evaluation logs what an uninterrupted one does (all
-but ``infer_ms_p50``, a wall-clock time).
+but ``infer_ms_p50``, a wall-clock time). That is also why trials on the twin can run at
+once (``EvalSetup.workers``, ``EvalSetup.ray``: ``r2s2r.eval.parallel``): the log they leave
+is a sequential run's.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from r2s2r import __version__
 from r2s2r.eval.policies import PolicySource
@@ -50,6 +52,9 @@ from r2s2r.rig.interfaces import Rig
 from r2s2r.rig.safety import SafetySupervisor
 from r2s2r.runtime import EpisodeLog, EpisodeStart, Runtime, RuntimeCfg, start_episode
 from r2s2r.spec import TaskSpec, WorldSpec
+
+if TYPE_CHECKING:
+    from r2s2r.eval.parallel import TwinTrials
 
 log = logging.getLogger("r2s2r.eval")
 
@@ -210,7 +215,7 @@ def evaluate(
     judge: Judge | None = None,
     progress: ProgressHook | None = None,
     should_stop: Callable[[], bool] | None = None,
-    spawn: Any = None,
+    spawn: TwinTrials | None = None,
 ) -> EvalResult:
     """Run the trials of ``setup`` not yet logged in ``setup.out`` (see the module
     docstring). ``progress(done, planned, successes, last record)`` is called before the
@@ -266,6 +271,8 @@ def evaluate(
     try:
         if setup.scaled_out:
             from r2s2r.eval.parallel import run_in_workers
+
+            assert spawn is not None  # Checked above.
 
             def first() -> None:
                 if before is None or before.info != info:
