@@ -18,6 +18,7 @@ from r2s2r.app.jobs import Cancel, ProgressFn, RequestError, report
 from r2s2r.data.record import KeySource
 from r2s2r.eval.runner import EvalResult, video_every
 from r2s2r.runtime import RuntimeCfg
+from r2s2r.scaleout import check_address
 from r2s2r.spec import Spec
 from r2s2r.spec.base import NonNegInt, PosInt
 
@@ -50,6 +51,13 @@ class EvalRequest(Spec):
     image_size: PosInt = 256
     # Where a learned policy runs ("auto": CUDA where there is a GPU).
     device: str = "auto"
+    # Twin trials run at once in worker processes (1: one after another), or as Ray tasks on
+    # the cluster ``ray`` names (an address, ``auto``, or ``local``); the outcomes are the
+    # same. The real cell runs one trial at a time.
+    workers: PosInt = 1
+    ray: str | None = None
+
+    _ray = field_validator("ray")(check_address)
 
     @field_validator("video")
     @classmethod
@@ -77,6 +85,13 @@ def check_request(request: EvalRequest) -> None:
     """Refuse a request that cannot run, before anything is opened."""
     if request.rig != "hardware":
         return
+    if request.workers > 1 or request.ray is not None:
+        raise RequestError(
+            f"--workers {request.workers}"
+            + (f" --ray {request.ray}" if request.ray else "")
+            + ": the real cell runs one trial at a time; use --workers 1 and no --ray with "
+            "--rig hardware"
+        )
     if request.config is None:
         raise RequestError("--rig hardware needs --config PATH (the cell's hardware YAML)")
     if request.policy in ("scripted", "planned"):
@@ -97,6 +112,7 @@ def evaluate(
     """Run the request's trials not yet logged in ``request.out``. On the real cell the
     operator is asked (``prompt``) to set each trial up and judges it by ``keys``.
     ``on_trial`` gets each trial's ``TrialRecord`` as it is logged (a success table)."""
+    from r2s2r.eval.parallel import TwinTrials
     from r2s2r.eval.policies import open_policy
     from r2s2r.eval.protocol import load_protocol
     from r2s2r.eval.runner import EvalSetup, TwinRigs
@@ -117,6 +133,20 @@ def evaluate(
         runtime=request.runtime,
         video=video,
         cell=request.cell if request.rig == "twin" else None,
+        workers=request.workers,
+        ray=request.ray,
+    )
+    # Workers open the policy where they run (a Ray worker's folder is not this one's).
+    named = request.policy
+    if named is not None and named not in ("scripted", "planned"):
+        named = str(Path(named).resolve())
+    spawn = TwinTrials(
+        named,
+        request.server,
+        request.token,
+        request.device,
+        request.image_size,
+        request.cell,
     )
     source = open_policy(request.policy, request.server, request.token, request.device)
     rigs: Any = None
@@ -135,7 +165,7 @@ def evaluate(
                 on_trial(last)
 
         stop = (lambda: cancel.cancelled) if cancel is not None else None
-        return run_trials(setup, source, rigs, judge, hook, stop)
+        return run_trials(setup, source, rigs, judge, hook, stop, spawn)
     finally:
         source.close()
         if rigs is not None and hasattr(rigs, "close"):

@@ -321,7 +321,9 @@ class _Runner:
             seed=p["seed"],
             max_attempts=p["max_attempts"],
             image_size=p["image_size"],
+            # How the attempts are spread, not what they give: outside the fingerprint.
             workers=gen.workers,
+            ray=self.request.ray,
         )
         result = generate(cfg, self.progress, self.cancel)
         if result.kept == 0:
@@ -453,8 +455,11 @@ class _Runner:
             video=p["video"],
             image_size=p["image_size"],
             device=p["device"],
+            # Trials at once on the twin (outside the fingerprint: the same outcomes); the
+            # real cell runs one at a time.
+            workers=ev.workers if self.request.rig == "twin" else 1,
+            ray=self.request.ray if self.request.rig == "twin" else None,
         )
-        del ev
         result = evaluate(request, self.progress, self.cancel, self.keys, self.prompt)
         if not result.finished:
             raise RequestError(f"{request.out}: the evaluation stopped before its last trial")

@@ -16,12 +16,9 @@ import json
 import logging
 import os
 import time
-from collections import Counter, deque
-from collections.abc import Callable, Iterator
+from collections import Counter
+from collections.abc import Callable
 from collections.abc import Generator as Stream
-from concurrent.futures import Future, ProcessPoolExecutor
-from itertools import islice
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any, Literal
 
@@ -36,6 +33,7 @@ from r2s2r.behavior.instance import check_instance, draw_instance
 from r2s2r.behavior.planners import CARRY_PLANNERS
 from r2s2r.behavior.stats import demo_stats, episode_stats, mean_stats
 from r2s2r.data import CameraCfg, Dataset, DatasetCfg, DatasetWriter
+from r2s2r.scaleout import Job, check_address, in_order, run_tasks
 from r2s2r.spec import Spec, TaskSpec, WorldSpec
 from r2s2r.spec.base import NonNegInt, PosInt
 from r2s2r.spec.world import CAMERA_NAMES
@@ -65,11 +63,16 @@ class GenerateCfg(Spec):
     # Camera views of the kept episodes, px (0: no cameras).
     image_size: NonNegInt = 256
     # Processes that simulate attempts (1: this one); kept episodes are rendered and saved
-    # here, in attempt order.
+    # here, in attempt order. With ``ray``: Ray tasks in flight at once (1: the cluster's CPUs).
     workers: PosInt = 1
+    # A Ray cluster that simulates the attempts (its address, ``auto``, or ``local``: one of
+    # this machine's own); None: local processes. The episodes are the same either way.
+    ray: str | None = None
     overrides: Path | None = None
     adapt: AdaptCfg = AdaptCfg()
     task: str | Path = "pick_sort"
+
+    _ray = field_validator("ray")(check_address)
 
     @field_validator("planner")
     @classmethod
@@ -148,8 +151,8 @@ class Generator:
             # Attempts are simulated in order (here or in worker processes) and kept in
             # order, so the episodes do not depend on the number of workers.
             results: Stream[tuple[int, dict[str, Any], Attempt | None], None, None]
-            if cfg.workers > 1:
-                results = self._in_workers(todo, cfg.workers)
+            if cfg.workers > 1 or cfg.ray is not None:
+                results = self._in_workers(list(todo))
             else:
                 results = ((i, *self.simulate(i)) for i in todo)
             try:
@@ -178,29 +181,18 @@ class Generator:
         record["seconds"]["render_and_save"] = time.perf_counter() - start
 
     def _in_workers(
-        self, indices: Iterator[int], workers: int
+        self, indices: list[int]
     ) -> Stream[tuple[int, dict[str, Any], Attempt | None], None, None]:
-        """``simulate`` for each index in worker processes, yielded in index order, with a
-        few attempts in flight per worker."""
-        pool = ProcessPoolExecutor(
-            workers,
-            mp_context=get_context("spawn"),
-            initializer=_start_worker,
-            initargs=(self.cfg,),
-        )
+        """``simulate`` for each index in worker processes or Ray tasks
+        (``r2s2r.scaleout``), yielded in index order."""
+        job = Job(_start_worker, _simulate, (self.cfg,))
+        tasks = run_tasks(job, indices, self.cfg.workers, self.cfg.ray)
+        ordered = in_order(tasks, indices)
         try:
-            window: deque[tuple[int, Future[Any]]] = deque()
-            for i in islice(indices, 2 * workers):
-                window.append((i, pool.submit(_simulate, i)))
-            while window:
-                i, future = window.popleft()
-                record, result = future.result()
-                nxt = next(indices, None)
-                if nxt is not None:
-                    window.append((nxt, pool.submit(_simulate, nxt)))
+            for i, (record, result) in ordered:
                 yield i, record, result
         finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+            ordered.close()
 
     def simulate(self, i: int) -> tuple[dict[str, Any], Attempt | None]:
         """Attempt ``i`` without saving: its log record and, if it was executed, what
@@ -375,16 +367,11 @@ class Generator:
 
 
 # --------------------------------------------------------------- worker processes
-_WORKER: Generator | None = None
-
-
-def _start_worker(cfg: GenerateCfg) -> None:
+def _start_worker(cfg: GenerateCfg) -> Generator:
     """A worker's own generator (it simulates; it neither renders nor writes)."""
-    global _WORKER
     logging.getLogger("r2s2r.generate").setLevel(logging.ERROR)
-    _WORKER = Generator(cfg.replace(image_size=0, workers=1))
+    return Generator(cfg.replace(image_size=0, workers=1, ray=None))
 
 
-def _simulate(i: int) -> tuple[dict[str, Any], Attempt | None]:
-    assert _WORKER is not None
-    return _WORKER.simulate(i)
+def _simulate(worker: Generator, i: int) -> tuple[dict[str, Any], Attempt | None]:
+    return worker.simulate(i)

@@ -60,6 +60,17 @@ def evaluate(
         float | None, typer.Option("--max-seconds", help="trial length limit (default: task's)")
     ] = None,
     device: Annotated[str, typer.Option("--device", help="auto, cpu, cuda, cuda:N")] = "auto",
+    workers: Annotated[
+        int, typer.Option("--workers", min=1, help="twin trials run at once, in processes")
+    ] = 1,
+    ray: Annotated[
+        str | None,
+        typer.Option(
+            "--ray",
+            envvar="RAY_ADDRESS",
+            help="a Ray cluster running the twin's trials (address, auto, or local)",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
 ) -> None:
     """Run a policy's trials under an evaluation protocol (paper: 50 trials, 24 nominal and
@@ -99,6 +110,8 @@ def evaluate(
         "video": video,
         "image_size": image_size,
         "device": device,
+        "workers": workers,
+        "ray": ray,
     }
     request = EvalRequest.from_dict(options, source="r2s2r eval")
     cancel = Cancel()

@@ -62,6 +62,15 @@ def generate(
     workers: Annotated[
         int, typer.Option("--workers", min=1, help="processes simulating attempts")
     ] = 1,
+    ray: Annotated[
+        str | None,
+        typer.Option(
+            "--ray",
+            envvar="RAY_ADDRESS",
+            help="a Ray cluster simulating the attempts (address, auto, or local); "
+            "the episodes are the same as without",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
 ) -> None:
     """Make commands for new task instances (adapted real demonstrations, or synthesized
@@ -86,6 +95,7 @@ def generate(
         "image_size": image_size,
         "overrides": overrides,
         "workers": workers,
+        "ray": ray,
     }
     cfg = GenerateCfg.from_dict(options, source="r2s2r generate")
     with progress_bar(episodes, "generate", "ep", disable=as_json) as progress:

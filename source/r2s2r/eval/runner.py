@@ -18,7 +18,9 @@ whose policy server goes away is not logged (a lost server says nothing of the p
 evaluation stops with the reason, and continues at that trial when rerun. On the
 twin in lockstep with a fixed ``delay_periods`` a trial is a function of its seed, its
 condition and the policy, so a resumed evaluation logs what an uninterrupted one does (all
-but ``infer_ms_p50``, a wall-clock time).
+but ``infer_ms_p50``, a wall-clock time). That is also why trials on the twin can run at
+once (``EvalSetup.workers``, ``EvalSetup.ray``: ``r2s2r.eval.parallel``): the log they leave
+is a sequential run's.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from r2s2r import __version__
 from r2s2r.eval.policies import PolicySource
@@ -50,6 +52,9 @@ from r2s2r.rig.interfaces import Rig
 from r2s2r.rig.safety import SafetySupervisor
 from r2s2r.runtime import EpisodeLog, EpisodeStart, Runtime, RuntimeCfg, start_episode
 from r2s2r.spec import TaskSpec, WorldSpec
+
+if TYPE_CHECKING:
+    from r2s2r.eval.parallel import TwinTrials
 
 log = logging.getLogger("r2s2r.eval")
 
@@ -74,6 +79,14 @@ class EvalSetup:
     video: str = "all"
     # The twin's hidden cell hosting every trial (None: each trial seed's own cell).
     cell: int | None = None
+    # Trials run at once on the twin, in worker processes (1: one after another, here); with
+    # ``ray``, Ray tasks on that cluster (``r2s2r.scaleout``). The outcomes are the same.
+    workers: int = 1
+    ray: str | None = None
+
+    @property
+    def scaled_out(self) -> bool:
+        return self.workers > 1 or self.ray is not None
 
 
 def video_every(video: str) -> int | None:
@@ -202,13 +215,26 @@ def evaluate(
     judge: Judge | None = None,
     progress: ProgressHook | None = None,
     should_stop: Callable[[], bool] | None = None,
+    spawn: TwinTrials | None = None,
 ) -> EvalResult:
     """Run the trials of ``setup`` not yet logged in ``setup.out`` (see the module
     docstring). ``progress(done, planned, successes, last record)`` is called before the
     first trial and after each; ``should_stop`` is polled every period and between trials
-    (the trial in progress is then dropped, and the result says ``cancelled``)."""
+    (the trial in progress is then dropped, and the result says ``cancelled``). With
+    ``setup.workers`` > 1 or ``setup.ray``, the trials run in workers that open their own
+    policy and twin from ``spawn`` (a ``r2s2r.eval.parallel.TwinTrials``); their lines are
+    logged in trial order, as one process logs them."""
     if rigs.kind != setup.rig:
         raise EvalError(f"the setup names rig {setup.rig!r} but the rig session is {rigs.kind!r}")
+    if setup.scaled_out and setup.rig != "twin":
+        raise EvalError(
+            f"--workers {setup.workers}"
+            + (f" --ray {setup.ray}" if setup.ray else "")
+            + f": trials run at once only on the twin; the {setup.rig} rig runs one trial at a "
+            "time (--workers 1, no --ray)"
+        )
+    if setup.scaled_out and spawn is None:
+        raise EvalError("trials in workers need a spawn spec (how a worker opens its policy)")
     stride = video_every(setup.video)
     full = trial_list(setup.protocol, setup.protocol_seed)
     planned = select_trials(full, setup.trials)
@@ -243,6 +269,23 @@ def evaluate(
     report(None)
     ran, cancelled = 0, False
     try:
+        if setup.scaled_out:
+            from r2s2r.eval.parallel import run_in_workers
+
+            assert spawn is not None  # Checked above.
+
+            def first() -> None:
+                if before is None or before.info != info:
+                    write_eval_info(out, info)
+
+            for done in run_in_workers(setup, spawn, todo, run, first, stop):
+                if done is None:
+                    cancelled = True
+                    break
+                logged[done.trial] = done
+                ran += 1
+                report(done)
+            todo = []  # Every trial ran (or the run was stopped): nothing runs below.
         for i, trial in enumerate(todo):
             if stop():
                 cancelled = True
@@ -368,34 +411,48 @@ class _Run:
     def trial(self, trial: Trial, p: _Prepared, stop: Callable[[], bool]) -> TrialRecord | None:
         """Run, judge, record and log one trial; None when it was stopped."""
         try:
-            start = self.rigs.start(p.rig, trial, p.task, p.world)
-            recorder = self.rollouts.recorder(trial, p.rig, p.runtime.contract)
-            judge = self.judge
-            halt = stop if judge is None else (lambda: stop() or judge.pressed())
-            max_s = self.setup.runtime.max_s or p.task.episode_s
-            hook = recorder.on_step if recorder is not None else None
-            if judge is not None:
-                judge.begin()
-            try:
-                episode = p.runtime.run_episode(start, max_s, on_step=hook, should_stop=halt)
-            except ConnectionError as err:
-                raise _server_gone(trial, str(err)) from err
-            lost = _lost_server(episode)
-            if lost or (episode.ended_by == "stopped" and stop()):
-                if recorder is not None:
-                    recorder.discard()
-                if lost:
-                    raise _server_gone(trial, lost)
+            played = self.play(trial, p, stop)
+            if played is None:
                 return None
-            if judge is not None:
-                episode.outcome, episode.success, episode.ended_by = judge.verdict(episode)
-            video = self.rollouts.save(recorder, trial, episode)
-            record = trial_record(trial, episode, video)
-            append_trial(self.out / TRIALS_JSONL, record)
-            log.info("trial %d (%s): %s", trial.index, trial.condition, record.outcome)
-            return record
+            episode, recorder = played
+            return self.commit(trial, episode, self.rollouts.save(recorder, trial, episode))
         finally:
             self._release()
+
+    def commit(self, trial: Trial, episode: EpisodeLog, video: str | None) -> TrialRecord:
+        """Log a finished trial (recorded, where it is, as ``video``)."""
+        record = trial_record(trial, episode, video)
+        append_trial(self.out / TRIALS_JSONL, record)
+        log.info("trial %d (%s): %s", trial.index, trial.condition, record.outcome)
+        return record
+
+    def play(
+        self, trial: Trial, p: _Prepared, stop: Callable[[], bool]
+    ) -> tuple[EpisodeLog, Any] | None:
+        """Run and judge one trial: its episode and its recorder (None where it is not
+        recorded); None when it was stopped."""
+        start = self.rigs.start(p.rig, trial, p.task, p.world)
+        recorder = self.rollouts.recorder(trial, p.rig, p.runtime.contract)
+        judge = self.judge
+        halt = stop if judge is None else (lambda: stop() or judge.pressed())
+        max_s = self.setup.runtime.max_s or p.task.episode_s
+        hook = recorder.on_step if recorder is not None else None
+        if judge is not None:
+            judge.begin()
+        try:
+            episode = p.runtime.run_episode(start, max_s, on_step=hook, should_stop=halt)
+        except ConnectionError as err:
+            raise _server_gone(trial, str(err)) from err
+        lost = _lost_server(episode)
+        if lost or (episode.ended_by == "stopped" and stop()):
+            if recorder is not None:
+                recorder.discard()
+            if lost:
+                raise _server_gone(trial, lost)
+            return None
+        if judge is not None:
+            episode.outcome, episode.success, episode.ended_by = judge.verdict(episode)
+        return episode, recorder
 
     def _release(self) -> None:
         p, self._open = self._open, None

@@ -70,26 +70,35 @@ class EpisodeRecorder:
 
     def save(self, episode: EpisodeLog, meta: dict[str, Any] | None = None) -> int:
         """Commit the episode's frames and write its sidecar files; its episode index."""
-        if not episode.steps:
-            self.writer.discard_episode()
-            raise ValueError("the episode ran no step; nothing to save")
-        start = episode.start
-        index = self.writer.save_episode(
-            start.instruction,
-            episode.success,
-            {
-                "belt_speed": start.belt_speed,
-                "object_ids": [start.object_name],
-                "embodiment_id": self.contract.embodiment.id,
-                "outcome": episode.outcome,
-                **(meta or {}),
-            },
-        )
-        npz, summary = sidecar_paths(self.writer.root, index)
-        npz.parent.mkdir(parents=True, exist_ok=True)
-        _atomic_npz(npz, chunk_arrays(episode, self.contract.action_dim))
-        _atomic_text(summary, json.dumps(episode_summary(episode), indent=1))
-        return index
+        return save_episode_log(self.writer, episode, meta)
+
+
+def save_episode_log(
+    writer: DatasetWriter, episode: EpisodeLog, meta: dict[str, Any] | None = None
+) -> int:
+    """Commit the frames ``writer`` holds as ``episode`` and write its sidecar files; its
+    episode index."""
+    if not episode.steps:
+        writer.discard_episode()
+        raise ValueError("the episode ran no step; nothing to save")
+    contract = writer.contract
+    start = episode.start
+    index = writer.save_episode(
+        start.instruction,
+        episode.success,
+        {
+            "belt_speed": start.belt_speed,
+            "object_ids": [start.object_name],
+            "embodiment_id": contract.embodiment.id,
+            "outcome": episode.outcome,
+            **(meta or {}),
+        },
+    )
+    npz, summary = sidecar_paths(writer.root, index)
+    npz.parent.mkdir(parents=True, exist_ok=True)
+    _atomic_npz(npz, chunk_arrays(episode, contract.action_dim))
+    _atomic_text(summary, json.dumps(episode_summary(episode), indent=1))
+    return index
 
 
 def chunk_arrays(episode: EpisodeLog, action_dim: int) -> dict[str, np.ndarray]:
