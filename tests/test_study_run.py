@@ -51,7 +51,9 @@ def run_study(out: Path, *extra: str) -> str:
     return done.stdout
 
 
-@pytest.fixture(scope="module")
+# Session-scoped: under --dist loadgroup other modules' tests run between this module's on
+# its worker, and a module-scoped fixture would be torn down and the study made again (7 min).
+@pytest.fixture(scope="session")
 def whole(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("whole") / "study"
     run_study(out, "--json")
