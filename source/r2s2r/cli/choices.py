@@ -29,3 +29,15 @@ CellOpt = Annotated[
         "default: the seed's own",
     ),
 ]
+
+
+# A Ray cluster for tasks that scale out (r2s2r.scaleout); the same results as without.
+RayOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--ray",
+        envvar="RAY_ADDRESS",
+        help="a Ray cluster running the tasks (address, auto, or local; default: local "
+        "processes); the results are the same as without",
+    ),
+]

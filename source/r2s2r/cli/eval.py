@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from r2s2r.cli.choices import CellOpt, ExecutionKind, RigKind
+from r2s2r.cli.choices import CellOpt, ExecutionKind, RayOpt, RigKind
 
 
 def evaluate(
@@ -63,14 +63,7 @@ def evaluate(
     workers: Annotated[
         int, typer.Option("--workers", min=1, help="twin trials run at once, in processes")
     ] = 1,
-    ray: Annotated[
-        str | None,
-        typer.Option(
-            "--ray",
-            envvar="RAY_ADDRESS",
-            help="a Ray cluster running the twin's trials (address, auto, or local)",
-        ),
-    ] = None,
+    ray: RayOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
 ) -> None:
     """Run a policy's trials under an evaluation protocol (paper: 50 trials, 24 nominal and

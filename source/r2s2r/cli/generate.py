@@ -11,6 +11,7 @@ from typing import Annotated
 
 import typer
 
+from r2s2r.cli.choices import RayOpt
 from r2s2r.spec.worlds import WORLDS
 
 
@@ -62,15 +63,7 @@ def generate(
     workers: Annotated[
         int, typer.Option("--workers", min=1, help="processes simulating attempts")
     ] = 1,
-    ray: Annotated[
-        str | None,
-        typer.Option(
-            "--ray",
-            envvar="RAY_ADDRESS",
-            help="a Ray cluster simulating the attempts (address, auto, or local); "
-            "the episodes are the same as without",
-        ),
-    ] = None,
+    ray: RayOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
 ) -> None:
     """Make commands for new task instances (adapted real demonstrations, or synthesized

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import typer
 from tqdm import tqdm
 
-from r2s2r.cli.choices import RigKind
+from r2s2r.cli.choices import RayOpt, RigKind
 
 app = typer.Typer(
     invoke_without_command=True,
@@ -35,10 +35,7 @@ def study(
         str | None,
         typer.Option("--stages", help="comma-separated stages to run (e.g. generate,train)"),
     ] = None,
-    ray: Annotated[
-        str | None,
-        typer.Option("--ray", envvar="RAY_ADDRESS", help="a Ray cluster for generation and trials"),
-    ] = None,
+    ray: RayOpt = None,
     config: Annotated[
         Path | None, typer.Option("--config", help="hardware rig YAML (with --rig hardware)")
     ] = None,

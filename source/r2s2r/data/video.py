@@ -138,18 +138,10 @@ class VideoReader:
             raise DatasetError(f"{path}: missing")
         out: list[np.ndarray] = []
         try:
-            with av.open(str(path)) as container:
-                stream = container.streams.video[0]
-                if start > 0:
-                    assert stream.time_base is not None
-                    target = int(Fraction(start, self.fps) / stream.time_base)
-                    container.seek(target, stream=stream, backward=True, any_frame=False)
-                for frame in container.decode(stream):
-                    j = round(float(frame.time) * self.fps)
-                    if j >= start + count:
-                        break
-                    if j >= start:
-                        out.append(frame.to_ndarray(format="rgb24"))
+            for j, frame in frames_from(path, start, self.fps):
+                if j >= start + count:
+                    break
+                out.append(frame)
         except av.FFmpegError as err:
             raise DatasetError(f"{path}: not a readable video ({err})") from err
         if len(out) != count:
@@ -170,3 +162,19 @@ class VideoReader:
     def close(self) -> None:
         while self._open:
             self._open.popitem()[1].container.close()
+
+
+def frames_from(path: Path, start: int, fps: int) -> Iterator[tuple[int, np.ndarray]]:
+    """``(index, frame)`` for frame ``start`` of ``path`` (time ``start / fps``) and every one
+    after it, in order: a seek to the keyframe before ``start``, then decoding (frames before
+    ``start`` are decoded and dropped). Raises PyAV's errors."""
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        if start > 0:
+            assert stream.time_base is not None
+            target = int(Fraction(start, fps) / stream.time_base)
+            container.seek(target, stream=stream, backward=True, any_frame=False)
+        for frame in container.decode(stream):
+            j = round(float(frame.time) * fps)
+            if j >= start:
+                yield j, frame.to_ndarray(format="rgb24")

@@ -21,7 +21,6 @@ import numpy as np
 
 from r2s2r.data import DatasetCfg
 from r2s2r.eval.protocol import Trial, trial_list
-from r2s2r.eval.rollouts import ROLLOUTS
 from r2s2r.eval.trials import TrialRecord
 from r2s2r.rig.interfaces import DEPTH_CAMERA, Rig
 from r2s2r.runtime import EpisodeLog
@@ -185,14 +184,11 @@ def _save(rollouts: Any, played: Played, trial: Trial) -> str | None:
     process); the path of its video relative to DIR (None where none was recorded)."""
     if played.cfg is None or not played.episode.steps:
         return None
-    from r2s2r.data import DatasetWriter
     from r2s2r.runtime.record import save_episode_log
 
-    if rollouts.writer is None:
-        rollouts.writer = DatasetWriter(rollouts.out / ROLLOUTS, played.cfg)
-    writer = rollouts.writer
+    writer = rollouts.open_writer(played.cfg)
     for images, state, action, timestamp in played.frames:
         writer.add_frame(images, state, action, timestamp=timestamp)
     meta = {"trial": trial.index, "condition": trial.condition, "seed": trial.seed}
     index = save_episode_log(writer, played.episode, meta)
-    return str(rollouts._video([c.name for c in played.cfg.cameras], index))
+    return rollouts.video_of([c.name for c in played.cfg.cameras], index)

@@ -42,16 +42,26 @@ class Rollouts:
         """The ``EpisodeRecorder`` of a trial that is recorded, else None."""
         if self.stride is None or trial.index % self.stride:
             return None
-        from r2s2r.data import DatasetWriter
         from r2s2r.runtime.record import EpisodeRecorder, deploy_dataset_cfg
 
         if self.writer is None:
             cameras = contract.cameras or (DEPTH_CAMERA,)
-            cfg = deploy_dataset_cfg(rig, tuple(c for c in cameras if c in rig.cameras))
-            # One file per trial and camera: eval.json names each trial's clip.
+            self.open_writer(deploy_dataset_cfg(rig, tuple(c for c in cameras if c in rig.cameras)))
+        return EpisodeRecorder(rig, self.writer)
+
+    def open_writer(self, cfg: Any) -> Any:
+        """The recordings' ``DatasetWriter`` (made on first use from the dataset config
+        ``cfg``), one file per trial and camera: eval.json names each trial's clip."""
+        if self.writer is None:
+            from r2s2r.data import DatasetWriter
+
             files = FilesCfg(episodes=1)
             self.writer = DatasetWriter(self.root, cfg.model_copy(update={"files": files}))
-        return EpisodeRecorder(rig, self.writer)
+        return self.writer
+
+    def video_of(self, cameras: list[str], index: int) -> str:
+        """Recorded episode ``index``'s clip, relative to DIR."""
+        return self._video(cameras, lambda key: self.writer.video_file(index, key))
 
     def save(self, recorder: Any, trial: Trial, episode: EpisodeLog) -> str | None:
         """Commit the trial's recording; the path of its video relative to DIR (None when
@@ -62,8 +72,7 @@ class Rollouts:
             recorder.discard()
             return None
         meta = {"trial": trial.index, "condition": trial.condition, "seed": trial.seed}
-        index = recorder.save(episode, meta)
-        return self._video(list(recorder.cameras), lambda key: self.writer.video_file(index, key))
+        return self.video_of(list(recorder.cameras), recorder.save(episode, meta))
 
     def _video(self, cameras: list[str], file_of: Callable[[str], Path]) -> str:
         """The trial's clip (``file_of`` the video file of a camera key), relative to DIR."""

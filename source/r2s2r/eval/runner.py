@@ -28,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -268,37 +268,35 @@ def evaluate(
 
     report(None)
     ran, cancelled = 0, False
-    try:
+
+    def first() -> None:
+        # The first trial's rig took the policy: now the directory is the evaluation's.
+        if before is None or before.info != info:
+            write_eval_info(out, info)
+
+    def played() -> Iterator[TrialRecord | None]:
+        """The trials' records in trial order, None where the run was stopped."""
         if setup.scaled_out:
             from r2s2r.eval.parallel import run_in_workers
 
             assert spawn is not None  # Checked above.
-
-            def first() -> None:
-                if before is None or before.info != info:
-                    write_eval_info(out, info)
-
-            for done in run_in_workers(setup, spawn, todo, run, first, stop):
-                if done is None:
-                    cancelled = True
-                    break
-                logged[done.trial] = done
-                ran += 1
-                report(done)
-            todo = []  # Every trial ran (or the run was stopped): nothing runs below.
+            yield from run_in_workers(setup, spawn, todo, run, first, stop)
+            return
         for i, trial in enumerate(todo):
             if stop():
-                cancelled = True
-                break
+                yield None
+                return
             prepared = run.prepare(trial)
-            if i == 0 and (before is None or before.info != info):
-                # The first trial's rig took the policy: now the directory is the evaluation's.
-                write_eval_info(out, info)
-            done = run.trial(trial, prepared, stop)
+            if i == 0:
+                first()
+            yield run.trial(trial, prepared, stop)
+
+    try:
+        for done in played():
             if done is None:
                 cancelled = True
                 break
-            logged[trial.index] = done
+            logged[done.trial] = done
             ran += 1
             report(done)
     finally:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import os
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from fractions import Fraction
 from pathlib import Path
 from typing import Protocol
 
@@ -24,6 +23,7 @@ import numpy as np
 from r2s2r.data.config import DatasetError
 from r2s2r.data.layout import EPISODES_PATH, INFO_PATH, commit
 from r2s2r.data.reader import Dataset
+from r2s2r.data.video import frames_from
 
 CACHE_ENV = "R2S2R_CACHE_DIR"
 
@@ -130,20 +130,11 @@ class FrameCache:
         out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.uint8, shape=(length, s, s, 3))
         count = 0
         try:
-            with av.open(str(src)) as container:
-                stream = container.streams.video[0]
-                if first > 0:
-                    assert stream.time_base is not None
-                    target = int(Fraction(first, ds.fps) / stream.time_base)
-                    container.seek(target, stream=stream, backward=True, any_frame=False)
-                for frame in container.decode(stream):
-                    j = round(float(frame.time) * ds.fps) - first
-                    if j < 0:
-                        continue
-                    if j >= length:
-                        break
-                    out[count] = resize(frame.to_ndarray(format="rgb24"), s)
-                    count += 1
+            for j, frame in frames_from(src, first, ds.fps):
+                if j >= first + length:
+                    break
+                out[count] = resize(frame, s)
+                count += 1
             if count != length:
                 raise DatasetError(f"{src}: {count} frames, the episodes table says {length}")
             out.flush()
