@@ -256,6 +256,8 @@ def test_the_real_cell_refuses_trials_at_once(tmp_path: Path) -> None:
     assert not (tmp_path / "hw").exists()
 
 
+# Slow (about 40 s): the seam's own test of a dying worker is in the fast suite.
+@pytest.mark.slow
 def test_generation_whose_worker_is_killed_gives_the_same_dataset(
     one_process: GenerateCfg, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

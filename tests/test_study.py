@@ -168,6 +168,8 @@ def test_policy_entries_are_checked() -> None:
         with_policies(a={"real_episodes": 9})
 
 
+# Slow (about 45 s: a recorded demo, then two training processes).
+@pytest.mark.slow
 def test_a_policy_trains_as_two_data_parallel_processes(tmp_path: Path) -> None:
     """training.processes: 2 runs the stage as two gloo processes under torchrun's launcher
     (one per GPU on a GPU machine): one model, trained on twice the samples per step."""
