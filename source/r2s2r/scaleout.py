@@ -26,6 +26,7 @@ from collections.abc import Generator as Stream
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
+from itertools import islice
 from multiprocessing import get_context
 from typing import Any, Generic, TypeVar
 
@@ -121,7 +122,7 @@ def _local_tasks(
     pool = _pool(workers)
     pending: dict[Future[R], int] = {}
     try:
-        for i in _take(indices, 2 * workers):
+        for i in islice(indices, 2 * workers):
             pending[pool.submit(_task, job, i)] = i
         while pending:
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
@@ -164,15 +165,6 @@ def _worker_init() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _take(indices: Iterator[int], n: int) -> list[int]:
-    out = []
-    for i in indices:
-        out.append(i)
-        if len(out) == n:
-            break
-    return out
-
-
 # ------------------------------------------------------------------------ Ray tasks
 def check_address(address: str | None) -> str | None:
     """A ``--ray`` value as given (None: no cluster); an empty one is refused."""
@@ -211,7 +203,7 @@ def _ray_tasks(
         job_ref = ray.put(job)
         if workers == 1:
             workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
-        for i in _take(indices, 2 * workers):
+        for i in islice(indices, 2 * workers):
             pending[remote.remote(job_ref, i)] = i
         while pending:
             (ref,), _ = ray.wait(list(pending), num_returns=1)

@@ -15,14 +15,16 @@ import logging
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from r2s2r.data import DatasetCfg
 from r2s2r.eval.protocol import Trial, trial_list
+from r2s2r.eval.rollouts import Rollouts, recording_cfg, trial_meta
 from r2s2r.eval.trials import TrialRecord
-from r2s2r.rig.interfaces import DEPTH_CAMERA, Rig
+from r2s2r.rig.interfaces import Rig
 from r2s2r.runtime import EpisodeLog
 from r2s2r.scaleout import Job, ScaleoutError, in_order, run_tasks
 from r2s2r.sim.contract import Contract
@@ -76,22 +78,19 @@ class _Capture:
         self.frames.clear()
 
 
-class _CaptureRollouts:
+class _CaptureRollouts(Rollouts):
     """``Rollouts`` in a worker: the recorded trials' frames are kept, not written."""
 
     def __init__(self, stride: int | None) -> None:
-        self.stride = stride
+        super().__init__(Path("."), stride)
         self.capture: _Capture | None = None
 
     def recorder(self, trial: Trial, rig: Rig, contract: Contract) -> Any:
-        from r2s2r.runtime.record import EpisodeRecorder, deploy_dataset_cfg
+        from r2s2r.runtime.record import EpisodeRecorder
 
-        self.capture = None
-        if self.stride is None or trial.index % self.stride:
+        self.capture = _Capture(recording_cfg(rig, contract)) if self.records(trial) else None
+        if self.capture is None:
             return None
-        cameras = contract.cameras or (DEPTH_CAMERA,)
-        cfg = deploy_dataset_cfg(rig, tuple(c for c in cameras if c in rig.cameras))
-        self.capture = _Capture(cfg)
         return EpisodeRecorder(rig, self.capture)  # type: ignore[arg-type]
 
     def close(self) -> None:
@@ -114,7 +113,7 @@ class _Worker:
         self.trials = trial_list(setup.protocol, setup.protocol_seed)
         self.rollouts = _CaptureRollouts(video_every(setup.video))
         self.run = _Run(setup, self.source, rigs, None, setup.out, None)
-        self.run.rollouts = self.rollouts  # type: ignore[assignment]
+        self.run.rollouts = self.rollouts
 
     def play(self, index: int) -> Played:
         trial = self.trials[index]
@@ -189,6 +188,5 @@ def _save(rollouts: Any, played: Played, trial: Trial) -> str | None:
     writer = rollouts.open_writer(played.cfg)
     for images, state, action, timestamp in played.frames:
         writer.add_frame(images, state, action, timestamp=timestamp)
-    meta = {"trial": trial.index, "condition": trial.condition, "seed": trial.seed}
-    index = save_episode_log(writer, played.episode, meta)
+    index = save_episode_log(writer, played.episode, trial_meta(trial))
     return rollouts.video_of([c.name for c in played.cfg.cameras], index)

@@ -29,6 +29,20 @@ log = logging.getLogger("r2s2r.eval")
 ROLLOUTS = "rollouts"
 
 
+def recording_cfg(rig: Rig, contract: Contract) -> Any:
+    """The dataset config of a trial's recording: the policy's camera views the rig has, or
+    the head camera for a policy that reads none."""
+    from r2s2r.runtime.record import deploy_dataset_cfg
+
+    cameras = contract.cameras or (DEPTH_CAMERA,)
+    return deploy_dataset_cfg(rig, tuple(c for c in cameras if c in rig.cameras))
+
+
+def trial_meta(trial: Trial) -> dict[str, Any]:
+    """A recorded trial's episode meta."""
+    return {"trial": trial.index, "condition": trial.condition, "seed": trial.seed}
+
+
 class Rollouts:
     """``DIR/rollouts``: trials whose index is a multiple of ``stride`` are recorded
     (``stride`` None: none is)."""
@@ -38,16 +52,17 @@ class Rollouts:
         self.root = self.out / ROLLOUTS
         self.writer: Any = None
 
+    def records(self, trial: Trial) -> bool:
+        """Whether the video choice records ``trial``."""
+        return self.stride is not None and trial.index % self.stride == 0
+
     def recorder(self, trial: Trial, rig: Rig, contract: Contract) -> Any:
         """The ``EpisodeRecorder`` of a trial that is recorded, else None."""
-        if self.stride is None or trial.index % self.stride:
+        if not self.records(trial):
             return None
-        from r2s2r.runtime.record import EpisodeRecorder, deploy_dataset_cfg
+        from r2s2r.runtime.record import EpisodeRecorder
 
-        if self.writer is None:
-            cameras = contract.cameras or (DEPTH_CAMERA,)
-            self.open_writer(deploy_dataset_cfg(rig, tuple(c for c in cameras if c in rig.cameras)))
-        return EpisodeRecorder(rig, self.writer)
+        return EpisodeRecorder(rig, self.open_writer(recording_cfg(rig, contract)))
 
     def open_writer(self, cfg: Any) -> Any:
         """The recordings' ``DatasetWriter`` (made on first use from the dataset config
@@ -71,8 +86,7 @@ class Rollouts:
         if not episode.steps:
             recorder.discard()
             return None
-        meta = {"trial": trial.index, "condition": trial.condition, "seed": trial.seed}
-        return self.video_of(list(recorder.cameras), recorder.save(episode, meta))
+        return self.video_of(list(recorder.cameras), recorder.save(episode, trial_meta(trial)))
 
     def _video(self, cameras: list[str], file_of: Callable[[str], Path]) -> str:
         """The trial's clip (``file_of`` the video file of a camera key), relative to DIR."""
