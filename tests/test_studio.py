@@ -126,7 +126,7 @@ def test_recording_discards_a_take_saves_the_next_and_plays_it_back(
     qtbot.mouseClick(tab.key_buttons["s"], Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: tab.live.views["head"].frames >= seen + 5, timeout=WAIT_MS)
     qtbot.mouseClick(tab.key_buttons["e"], Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: not window.jobs["record"].running, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: window.jobs["record"].done, timeout=WAIT_MS)
     result = tab.result
     assert result is not None
     assert [t.decision for t in result.takes] == ["discarded", "saved"]
@@ -222,7 +222,7 @@ def test_deploying_the_scripted_policy_runs_an_episode_with_live_timing(
     tab.record.setText(str(tmp_path / "deployed"))
     qtbot.mouseClick(tab.start_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: tab.result is not None, timeout=WAIT_MS)
-    qtbot.waitUntil(lambda: not window.jobs["deploy"].running, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: window.jobs["deploy"].done, timeout=WAIT_MS)
     result = tab.result
     assert result is not None and len(result.episodes) == 1 and not result.estopped
     assert result.episodes[0].summary["ended_by"] in ("timeout", "verdict", "success")
@@ -305,6 +305,21 @@ def test_errors_are_shown_in_the_window_with_the_clis_message(
     assert "choose a real dataset" in window.errors[-1]
 
 
+def test_a_job_is_done_only_once_its_result_reached_the_ui_thread(qtbot) -> None:
+    from r2s2r_studio.jobs import Job
+
+    got: list[tuple[int, bool]] = []
+    job = Job("sum", lambda cancel, progress: 42)
+    job.finished.connect(lambda value: got.append((value, threading.get_ident() == ui)))
+    ui = threading.get_ident()
+    job.start()
+    job._thread.join()
+    # The worker ended; its signals wait in the UI thread's queue, so it is not done yet.
+    assert not job.running and not job.done and got == []
+    qtbot.waitUntil(lambda: job.done, timeout=5_000)
+    assert got == [(42, True)]
+
+
 def test_settings_remember_the_rig_datasets_and_layout(qtbot, tmp_path: Path) -> None:
     path = str(tmp_path / "studio.ini")
     first = StudioWindow(QSettings(path, QSettings.Format.IniFormat))
@@ -343,7 +358,7 @@ def test_grounding_from_the_calibration_tab_writes_the_world_and_shows_its_figur
     assert tab.cancel_button.isEnabled()
     # The job reports through queued signals: nothing was delivered before this connects.
     window.jobs["ground"].progress.connect(lambda p: stages.append(p.stage))
-    qtbot.waitUntil(lambda: not window.jobs["ground"].running, timeout=1_100_000)
+    qtbot.waitUntil(lambda: window.jobs["ground"].done, timeout=1_100_000)
     assert window.errors == [], window.errors
     assert tab.result is not None and (out / "grounded.yaml").is_file()
     assert (out / "report.md").is_file() and "wrote" in tab.status.text()
@@ -368,7 +383,7 @@ def test_an_evaluation_fills_the_success_table_as_trials_are_logged(
     tab.eval_out.setText(str(tmp_path / "eval"))
     qtbot.mouseClick(tab.eval_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: tab.table.rowCount() >= 1, timeout=600_000)
-    qtbot.waitUntil(lambda: not window.jobs["evaluate"].running, timeout=600_000)
+    qtbot.waitUntil(lambda: window.jobs["evaluate"].done, timeout=600_000)
     assert window.errors == [], window.errors
     logged = read_trials(tmp_path / "eval").records
     assert tab.table.rowCount() == len(logged) == 2

@@ -9,7 +9,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, Qt, Signal
 
 from r2s2r.app.jobs import Cancel, Cancelled, Progress, ProgressFn
 
@@ -23,7 +23,11 @@ def error_text(err: BaseException) -> str:
 
 class Job(QObject):
     """``fn(cancel, progress)`` on a worker thread; ``finished`` gets its result, ``failed``
-    the CLI's message for an error, ``cancelled`` fires when it stopped on ``cancel()``."""
+    the CLI's message for an error, ``cancelled`` fires when it stopped on ``cancel()``.
+
+    ``running`` is the worker thread's life; ``done`` turns true on the UI thread once its
+    last signal (``ended``) is delivered there, so every slot of ``finished`` has run by then.
+    The thread can end before its queued signals are delivered: wait on ``done`` for results."""
 
     progress = Signal(object)
     finished = Signal(object)
@@ -36,6 +40,8 @@ class Job(QObject):
         self.name, self.fn = name, fn
         self.cancel_flag = Cancel()
         self.error: str | None = None
+        self.done = False
+        self.ended.connect(self._mark_done, Qt.ConnectionType.QueuedConnection)
         self._thread = threading.Thread(target=self._run, name=f"studio-{name}", daemon=True)
 
     def start(self) -> Job:
@@ -55,6 +61,9 @@ class Job(QObject):
         if self._thread.is_alive():
             self._thread.join(timeout)
         return not self._thread.is_alive()
+
+    def _mark_done(self) -> None:
+        self.done = True
 
     def _report(self, p: Progress) -> None:
         self.progress.emit(p)
