@@ -6,7 +6,7 @@ STAMP := $(VENV)/.r2s2r-installed
 export MUJOCO_GL ?= egl
 export PYOPENGL_PLATFORM ?= egl
 
-.PHONY: setup demo test test-slow bench lint format clean lerobot-venv studio studio-deps studio-bench isaaclab-setup test-isaaclab test-learning
+.PHONY: setup demo test test-slow bench lint format clean lerobot-venv studio studio-deps studio-bench isaaclab-setup test-isaaclab test-learning test-long
 
 setup: $(STAMP)
 
@@ -35,20 +35,26 @@ demo: $(STAMP)
 	$(BIN)/r2s2r study --preset smoke --out outputs/demo
 
 # The tests run on one pytest-xdist worker per core (at most 4) and print the ten slowest.
-# `make test` skips the tests marked slow and keeps each test module on one worker
+# `make test` skips the tests marked slow or long and keeps each test module on one worker
 # (--dist loadscope, in file order: by test count the grounding pipeline's module, whose
 # fixture takes two minutes, would start last), so a module fixture is made once;
 # `make test-slow` runs only the slow tests, spread test by test (--dist loadgroup: a module
 # marked with an xdist_group, the whole study's, stays on one worker for its fixture).
-# pytest-timeout stops a test after 450 s, a slow one after 1200 s (pyproject.toml,
-# tests/conftest.py). CI (.ci/run) runs lint, test, then test-slow.
+# pytest-timeout stops a test after 450 s, a slow or long one after 1200 s (pyproject.toml,
+# tests/conftest.py). CI (.ci/run) runs lint, test, test-slow, then test-isaaclab.
 PYTEST := $(BIN)/python -m pytest -q -n auto --maxprocesses 4 --durations=10
 
 test: $(STAMP)
 	$(PYTEST) --dist loadscope --no-loadscope-reorder
 
 test-slow: $(STAMP)
-	$(PYTEST) --dist loadgroup -m slow
+	$(PYTEST) --dist loadgroup -m "slow and not long"
+
+# The longest checks (marked long): the whole study killed in every stage, grounding on
+# seeds 0, 2 and 5, the operator on 100 seeds, the absolute-action learning test. About 30 min
+# on 2 cores; not in CI, which stays under 45 min with the Isaac Lab tests.
+test-long: $(STAMP)
+	$(PYTEST) --dist loadgroup -m long
 
 # The closed-loop learning check (tests/test_closed_loop.py: record takes, train the tiny
 # policy, evaluate it on the twin; 20-40 min on 2 cores). Not in CI yet: the same recipe

@@ -19,14 +19,15 @@ import pytest
 from r2s2r.spec import TaskSpec, WorldSpec
 from r2s2r.spec.worlds import load_task, load_world
 
-# pytest-timeout's limit for tests marked slow, in seconds (others: ``timeout`` in
+# pytest-timeout's limit for tests marked slow or long, in seconds (others: ``timeout`` in
 # pyproject.toml); a test's own ``@pytest.mark.timeout`` wins over both.
 SLOW_TIMEOUT_S = 1200
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if item.get_closest_marker("slow") and not item.get_closest_marker("timeout"):
+        slow = item.get_closest_marker("slow") or item.get_closest_marker("long")
+        if slow and not item.get_closest_marker("timeout"):
             item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT_S))
 
 

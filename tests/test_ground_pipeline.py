@@ -138,7 +138,7 @@ def test_grounded_yaml_is_a_world_spec(grounded: tuple[Path, TwinRig, Grounding]
 ORIENTATION_MISS_DEG = 0.55
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.parametrize("seed", [0, 2, 5])
 def test_ground_bench_meets_every_limit_on_other_seeds(seed: int) -> None:
     from r2s2r.ground.bench import run_bench

@@ -23,7 +23,7 @@ from r2s2r.data import Dataset
 from r2s2r.study.config import load_study
 
 # One worker runs the module (make test-slow: --dist loadgroup), so the whole study is made once.
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500), pytest.mark.xdist_group("study")]
+pytestmark = [pytest.mark.long, pytest.mark.timeout(1500), pytest.mark.xdist_group("study")]
 
 MICRO = Path(__file__).parent / "presets" / "study_micro.yaml"
 # Trial fields that are wall-clock times, not outcomes.
@@ -51,11 +51,13 @@ def run_study(out: Path, *extra: str) -> str:
     return done.stdout
 
 
-# Session-scoped: under --dist loadgroup other modules' tests run between this module's on
-# its worker, and a module-scoped fixture would be torn down and the study made again (7 min).
+# Session-scoped, in a fixed folder of the worker's: under --dist loadgroup other modules'
+# tests run between this module's on its worker, and pytest-xdist can tear a session fixture
+# down between them (CI made it twice, 9 min each). Made again, the study finds its outputs up
+# to date and skips every stage.
 @pytest.fixture(scope="session")
 def whole(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("whole") / "study"
+    out = tmp_path_factory.getbasetemp() / "whole" / "study"
     run_study(out, "--json")
     return out
 

@@ -119,7 +119,7 @@ def test_operator_success_rate_on_fixed_seeds() -> None:
     assert wins / len(OPERATOR_SEEDS) >= OPERATOR_FLOOR
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_operator_success_rate_on_a_hundred_seeds() -> None:
     outcomes = [run_operator_episode(seed) for seed in range(100)]
     assert sum(ok for _, ok in outcomes) >= 80, outcomes
