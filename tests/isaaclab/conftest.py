@@ -107,7 +107,13 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Demo:
         writer.save_episode(
             env._instruction,
             bool(info["success"]),
-            {"world": "nominal", "behavior": "scripted", "seed": 0, "belt_speed": spawn[0]},
+            {
+                "world": "nominal",
+                "behavior": "scripted",
+                "seed": 0,
+                "belt_speed": spawn[0],
+                "object_ids": [str(info["object_names"][0])],
+            },  # fmt: skip
         )
     env.close()
     return Demo(

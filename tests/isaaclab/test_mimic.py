@@ -24,13 +24,14 @@ SIX = (
     "get_object_poses",
     "get_subtask_term_signals",
 )
+MIMIC_TASK = "Isaac-R2S2R-PickSort-Ungrounded-Mimic-v0"
 # Steps replayed past the one at which the core's cell lifts the object.
 AFTER_LIFT = 20
 
 
 @pytest.fixture(scope="module")
 def mimic_env():
-    env = r2s2r_isaaclab.make_env("Isaac-R2S2R-PickSort-Ungrounded-Mimic-v0", num_envs=1)
+    env = r2s2r_isaaclab.make_env(MIMIC_TASK, num_envs=1)
     assert isinstance(env, PickSortMimicEnv)
     return env
 
@@ -102,3 +103,48 @@ def test_six_methods_on_a_recorded_demo(mimic_env, demo):
     first = grasp.index(1.0)
     assert abs(first - lifted_at) <= 5, (first, lifted_at)
     assert all(g == 1.0 for g in grasp[first:]), "the grasp signal flickers"
+
+
+def test_isaac_lab_mimics_generator_consumes_an_r2s2r_demo(mimic_env, demo, tmp_path):
+    """The demo, converted with its annotations, through Isaac Lab Mimic's own code: its pool
+    finds each arm's two subtasks, its generator moves the grasp segment with the object."""
+    from isaaclab_mimic.datagen.data_generator import DataGenerator
+    from isaaclab_mimic.datagen.datagen_info_pool import DataGenInfoPool
+    from r2s2r_isaaclab.hdf5 import to_isaaclab
+    from r2s2r_isaaclab.mimic import GRASP_LIFT
+
+    env = mimic_env
+    path = to_isaaclab(demo.root, tmp_path / "demo.hdf5", env_name=MIMIC_TASK)
+    pool = DataGenInfoPool(env, env.cfg, env.device)
+    pool.load_from_dataset_file(str(path))
+    assert pool.num_datagen_infos == 1
+    # Grasp, then place; the grasp ends (one signal for both arms) where the object is held:
+    # a frame's state is the one before its step, so one frame after the step that lifted it.
+    rest = env.task_spec.object_named(demo.objects[0]).rest_height
+    lift = demo.object_pos[:, 2] - env.world_spec.layout.belt.pos[2] > rest + GRASP_LIFT
+    lifted_at = int(np.argmax(lift))
+    n = len(demo.actions)
+    (s0, e0), (s1, e1) = pool.subtask_boundaries["left"][0]
+    assert s0 == 0 and e0 == s1 and e1 == n and abs(e0 - (lifted_at + 2)) <= 5, (e0, lifted_at)
+    assert pool.subtask_boundaries["right"] == pool.subtask_boundaries["left"]
+    info = pool.datagen_infos[0]
+    ds = Dataset(demo.root)
+    tcp = ds.episode_arrays(0)["observation.state"][:, ds.contract.state_layout()["tcp_pose"]]
+    np.testing.assert_allclose(info.eef_pose["left"][:, :3, 3].numpy(), tcp[:, :3], atol=1e-5)
+    # The generator, on the env with the object elsewhere: the grasp segment it makes ends
+    # where the demo's did relative to the object.
+    env.reset(seed=3)
+    gen = DataGenerator(env, src_demo_datagen_info_pool=pool)
+    bounds = gen.randomize_subtask_boundaries()
+    traj = gen.generate_eef_subtask_trajectory(
+        0, "left", 0, bounds, {}, {"left": None, "right": None}
+    )
+    poses = np.stack([w.pose.numpy() for seq in traj.waypoint_sequences for w in seq.sequence])
+    assert len(poses) == e0 + 1  # The robot's pose, then the segment's targets.
+    now = env.get_object_poses(env_ids=[0])["object"][0].numpy()
+    src = info.object_poses["object"][0].numpy()
+    last_src = info.target_eef_pose["left"][e0 - 1].numpy()
+    np.testing.assert_allclose(
+        np.linalg.inv(now) @ poses[-1], np.linalg.inv(src) @ last_src, atol=1e-4
+    )
+    assert not np.allclose(now, src, atol=1e-3), "the object did not move: the test shows nothing"

@@ -9,6 +9,9 @@ An r2s2r episode becomes one ``data/demo_<i>`` written through Isaac Lab's own h
     obs/hand_joints       (T, S, H)
     obs/object            (T, 7)         the presented object's pose, where recorded
     obs/<camera>_image    (T, H, W, 3)   uint8
+    obs/datagen_info      Isaac Lab Mimic's annotations (``r2s2r_isaaclab.annotate``): eef_pose,
+                          target_eef_pose, object_pose, subtask_term_signals; for TCP-action
+                          episodes with the object's pose and name (``object_ids``) recorded
     timestamps            (T,)           seconds since the episode's start
     attrs: success, seed (where the episode has one)
 
@@ -50,10 +53,24 @@ from r2s2r.data.config import (
 from r2s2r.data.reader import Dataset
 from r2s2r.data.writer import DatasetWriter
 from r2s2r.sim.embodiment import Embodiment
+from r2s2r.spec import TaskSpec, WorldSpec
+from r2s2r.spec.conditions import apply_condition
+from r2s2r.spec.worlds import load_task, load_world
+from r2s2r_isaaclab.annotate import datagen_info
+from r2s2r_isaaclab.names import task_variants
 
 PROPRIO_OBS = ("tcp_pose", "arm_joints", "hand_joints")
 OBJECT_OBS = "object"
 IMAGE_SUFFIX = "_image"
+DATAGEN_OBS = "datagen_info"
+
+
+def env_specs(env_name: str) -> tuple[TaskSpec, WorldSpec] | None:
+    """The task and world (condition applied) of a registered r2s2r task, else None."""
+    for v in task_variants():
+        if v.task_id == env_name:
+            return apply_condition(v.condition, load_task("pick_sort"), load_world(v.world))
+    return None
 
 
 def to_isaaclab(
@@ -72,6 +89,8 @@ def to_isaaclab(
     layout = contract.state_layout()
     arms = contract.embodiment.num_arms
     episodes = []
+    # Mimic's annotations need the objects' poses in the env's world.
+    specs = env_specs(env_name) if contract.action_mode == "tcp" else None
     handler = HDF5DatasetFileHandler()
     handler.create(str(tmp), env_name=env_name)
     try:
@@ -80,11 +99,28 @@ def to_isaaclab(
             episode = EpisodeData()
             state = arrays[STATE_KEY]
             n = len(state)
-            obs: dict[str, torch.Tensor] = {}
+            obs: dict[str, Any] = {}
             for key in PROPRIO_OBS:
                 obs[key] = torch.from_numpy(state[:, layout[key]].reshape(n, arms, -1).copy())
             if ENV_STATE_KEY in arrays:
                 obs[OBJECT_OBS] = torch.from_numpy(arrays[ENV_STATE_KEY].copy())
+                named = row.get("object_ids") or []
+                if specs is not None and len(named) == 1:
+                    info = datagen_info(
+                        state[:, layout["tcp_pose"]].reshape(n, arms, -1),
+                        arrays[ACTION_KEY],
+                        arrays[ENV_STATE_KEY],
+                        named[0],
+                        *specs,
+                        contract.embodiment.sides,
+                    )
+                    obs[DATAGEN_OBS] = {
+                        # float32, as the Mimic env's poses: Mimic multiplies them together.
+                        k: {
+                            name: torch.from_numpy(v.astype(np.float32)) for name, v in part.items()
+                        }
+                        for k, part in info.items()
+                    }
             for cam in ds.cameras:
                 obs[cam.name + IMAGE_SUFFIX] = torch.from_numpy(ds.episode_images(i, cam.key))
             episode.data = {

@@ -19,24 +19,13 @@ from typing import Any
 
 import numpy as np
 import torch
-from scipy.spatial.transform import Rotation
 
-from r2s2r.geometry.rotations import mat_to_quat, quat_to_mat
+from r2s2r.geometry.rotations import mat_to_quat
 from r2s2r.sim.embodiment import TCP_POSE_DIM
+from r2s2r_isaaclab.annotate import GRASP_LIFT, GRASP_REACH, bin_poses, held, make_pose, tcp_targets
 from r2s2r_isaaclab.env import PickSortIsaacEnv
 
-# An object this far above the belt's top (m), this close to a TCP, is grasped.
-GRASP_LIFT = 0.03
-GRASP_REACH = 0.15
-
-
-def make_pose(pos: np.ndarray, quat: np.ndarray) -> np.ndarray:
-    """(..., 3) positions and (..., 4) wxyz quaternions -> (..., 4, 4) pose matrices."""
-    out = np.zeros((*pos.shape[:-1], 4, 4))
-    out[..., :3, :3] = quat_to_mat(quat)
-    out[..., :3, 3] = pos
-    out[..., 3, 3] = 1.0
-    return out
+__all__ = ["GRASP_LIFT", "GRASP_REACH", "PickSortMimicEnv", "make_pose"]
 
 
 class PickSortMimicEnv(PickSortIsaacEnv):
@@ -106,9 +95,9 @@ class PickSortMimicEnv(PickSortIsaacEnv):
 
     def action_to_target_eef_pose(self, action: torch.Tensor) -> dict[str, torch.Tensor]:
         """The target TCP pose (N, 4, 4) each arm's part of ``action`` (N, A) commands."""
-        arm, _ = self._split(np.asarray(action.detach().cpu(), dtype=np.float64))
-        quat = arm[..., 3:] / np.linalg.norm(arm[..., 3:], axis=-1, keepdims=True)
-        poses = make_pose(arm[..., :3], quat)
+        a = np.asarray(action.detach().cpu(), dtype=np.float64)
+        arms = len(self.eef_names)
+        poses = tcp_targets(a, arms, self.embodiment.action_per_arm("tcp"))
         return {eef: self._tensor(poses[..., i, :, :]) for i, eef in enumerate(self.eef_names)}
 
     def actions_to_gripper_actions(self, actions: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -123,13 +112,9 @@ class PickSortMimicEnv(PickSortIsaacEnv):
         cell = self.cell
         pos, quat, _ = cell.object_states()
         out = {"object": self._tensor(make_pose(pos[ids, 0], quat[ids, 0]))}
-        layout = self.world_spec.layout
-        bins = {}
-        for name in cell.bin_names:
-            b = layout.bins[name]
-            q = Rotation.from_euler("z", b.yaw_deg, degrees=True).as_quat(scalar_first=True)
-            bins[name] = make_pose(np.asarray(b.pos, dtype=float), q)
-            out[name] = self._tensor(np.broadcast_to(bins[name], (len(ids), 4, 4)).copy())
+        bins = bin_poses(self.world_spec, cell.bin_names)
+        for name, pose in bins.items():
+            out[name] = self._tensor(np.broadcast_to(pose, (len(ids), 4, 4)).copy())
         assigned = [cell.bin_names[cell.assigned_bin[cell.chosen[w, 0]]] for w in ids]
         out["bin"] = self._tensor(np.stack([bins[n] for n in assigned]))
         return out
@@ -142,13 +127,11 @@ class PickSortMimicEnv(PickSortIsaacEnv):
         pos, _, _ = self.cell.object_states()
         obj = pos[ids, 0]  # (n, 3)
         tcp, _ = self.physics.site_poses(self.cell.idx.tcp_sites)
-        reach = np.linalg.norm(tcp[ids] - obj[:, None], axis=-1).min(axis=1)
-        belt_top = self.world_spec.layout.belt.pos[2]
-        spawned = self.cell.spawned[ids, 0]
-        lifted = obj[:, 2] - belt_top
         rest = np.array([self.task_spec.object_named(n).rest_height for n in self._names(ids)])
-        held = spawned & (lifted > rest + GRASP_LIFT) & (reach < GRASP_REACH)
-        return {"grasp": self._tensor(held.astype(np.float32))}
+        grasp = self.cell.spawned[ids, 0] & held(
+            obj, tcp[ids], rest, self.world_spec.layout.belt.pos[2]
+        )
+        return {"grasp": self._tensor(grasp.astype(np.float32))}
 
     def _names(self, ids: np.ndarray) -> list[str]:
         cell = self.cell
