@@ -51,8 +51,8 @@ test-slow: $(STAMP)
 	$(PYTEST) --dist loadgroup -m "slow and not long"
 
 # The longest checks (marked long): the whole study killed in every stage, grounding on
-# seeds 0, 2 and 5, the operator on 100 seeds, the absolute-action learning test. About 30 min
-# on 2 cores; not in CI, which stays under 45 min with the Isaac Lab tests.
+# seeds 0, 2 and 5, identification on seeds 1-3, the operator on 100 seeds, the
+# absolute-action learning test. Not in CI, which stays under 45 min with the Isaac Lab tests.
 test-long: $(STAMP)
 	$(PYTEST) --dist loadgroup -m long
 

@@ -132,6 +132,8 @@ def test_the_twin_runs_under_a_condition() -> None:
         TwinRig(seed=0, condition="red_lihgt")
 
 
+# Slow: MuJoCo Warp compiles the cell's kernels first where its cache is cold, as in CI (2 min).
+@pytest.mark.slow
 def test_the_vector_env_applies_the_condition() -> None:
     pytest.importorskip("mujoco_warp")
     from r2s2r.sim.vector_env import PickSortVectorEnv
