@@ -12,7 +12,7 @@ import torch
 from isaaclab.envs import ManagerBasedRLMimicEnv
 from r2s2r_isaaclab.mimic import PickSortMimicEnv
 
-from r2s2r.data.config import ACTION_KEY
+from r2s2r.data.config import ACTION_KEY, ENV_STATE_KEY
 from r2s2r.data.reader import Dataset
 from r2s2r.geometry.rotations import quat_to_mat
 
@@ -75,7 +75,7 @@ def test_six_methods_on_a_recorded_demo(mimic_env, demo):
     np.testing.assert_allclose(noisy[27:30], actions[0, 27:30], atol=1e-6)
     # Replay: the eef pose is the TCP the core's contract observes, the object pose is the
     # presented object's, and the grasp signal switches on once the object is held.
-    from r2s2r_isaaclab.mimic import GRASP_LIFT
+    from r2s2r_isaaclab.annotate import GRASP_LIFT
 
     rest = env.task_spec.object_named(demo.objects[0]).rest_height
     lift = demo.object_pos[:, 2] - env.world_spec.layout.belt.pos[2] > rest + GRASP_LIFT
@@ -110,8 +110,8 @@ def test_isaac_lab_mimics_generator_consumes_an_r2s2r_demo(mimic_env, demo, tmp_
     finds each arm's two subtasks, its generator moves the grasp segment with the object."""
     from isaaclab_mimic.datagen.data_generator import DataGenerator
     from isaaclab_mimic.datagen.datagen_info_pool import DataGenInfoPool
+    from r2s2r_isaaclab.annotate import GRASP_LIFT
     from r2s2r_isaaclab.hdf5 import to_isaaclab
-    from r2s2r_isaaclab.mimic import GRASP_LIFT
 
     env = mimic_env
     path = to_isaaclab(demo.root, tmp_path / "demo.hdf5", env_name=MIMIC_TASK)
@@ -119,7 +119,8 @@ def test_isaac_lab_mimics_generator_consumes_an_r2s2r_demo(mimic_env, demo, tmp_
     pool.load_from_dataset_file(str(path))
     assert pool.num_datagen_infos == 1
     # Grasp, then place; the grasp ends (one signal for both arms) where the object is held:
-    # a frame's state is the one before its step, so one frame after the step that lifted it.
+    # a frame's state is the one before its step, so the first held frame is one after the
+    # step that lifted the object, and Mimic's boundary is one past that (a slice's end).
     rest = env.task_spec.object_named(demo.objects[0]).rest_height
     lift = demo.object_pos[:, 2] - env.world_spec.layout.belt.pos[2] > rest + GRASP_LIFT
     lifted_at = int(np.argmax(lift))
@@ -131,6 +132,14 @@ def test_isaac_lab_mimics_generator_consumes_an_r2s2r_demo(mimic_env, demo, tmp_
     ds = Dataset(demo.root)
     tcp = ds.episode_arrays(0)["observation.state"][:, ds.contract.state_layout()["tcp_pose"]]
     np.testing.assert_allclose(info.eef_pose["left"][:, :3, 3].numpy(), tcp[:, :3], atol=1e-5)
+    # The annotations are the recorded object's pose and the Mimic env's reading of the actions.
+    recorded = ds.episode_arrays(0)[ENV_STATE_KEY]
+    np.testing.assert_allclose(info.object_poses["object"][:, :3, 3].numpy(), recorded[:, :3],
+                               atol=1e-5)  # fmt: skip
+    targets = env.action_to_target_eef_pose(torch.as_tensor(demo.actions, dtype=torch.float32))
+    for eef in ("left", "right"):
+        np.testing.assert_allclose(info.target_eef_pose[eef].numpy(), targets[eef].numpy(),
+                                   atol=1e-6)  # fmt: skip
     # The generator, on the env with the object elsewhere: the grasp segment it makes ends
     # where the demo's did relative to the object.
     env.reset(seed=3)

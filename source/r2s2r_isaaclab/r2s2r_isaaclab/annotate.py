@@ -71,7 +71,8 @@ def datagen_info(
 ) -> dict[str, dict[str, np.ndarray]]:
     """``obs/datagen_info`` of one episode: ``tcp_pose`` (T, S, 7) observed, ``actions`` (T, A)
     TCP actions, ``object_pose`` (T, 7) the presented object's observed pose (position,
-    wxyz quaternion). Poses are (T, 4, 4) in the cell frame, signals (T,) 0/1."""
+    wxyz quaternion). Poses are (T, 4, 4) in the cell frame, signals (T,) 0/1, all float32
+    as the Mimic env's tensors are (Mimic multiplies the two together)."""
     n, arms = len(tcp_pose), len(sides)
     if actions.shape[-1] % arms:
         raise ValueError(f"actions of width {actions.shape[-1]} do not split over {arms} arms")
@@ -80,13 +81,14 @@ def datagen_info(
     obj = task.object_named(object_name)
     bins = bin_poses(world, world.layout.bins)
     objects = {"object": make_pose(object_pose[:, :3], object_pose[:, 3:7])}
-    objects["bin"] = np.broadcast_to(bins[task.bin_for(obj).name], (n, 4, 4)).copy()
-    objects.update({k: np.broadcast_to(v, (n, 4, 4)).copy() for k, v in bins.items()})
+    objects["bin"] = np.broadcast_to(bins[task.bin_for(obj).name], (n, 4, 4))
+    objects.update({k: np.broadcast_to(v, (n, 4, 4)) for k, v in bins.items()})
     grasp = held(object_pose[:, :3], tcp_pose[..., :3], np.full(n, obj.rest_height),
                  world.layout.belt.pos[2])  # fmt: skip
-    return {
+    info = {
         "eef_pose": {s: eef[:, i] for i, s in enumerate(sides)},
         "target_eef_pose": {s: targets[:, i] for i, s in enumerate(sides)},
         "object_pose": objects,
-        "subtask_term_signals": {"grasp": grasp.astype(np.float32)},
+        "subtask_term_signals": {"grasp": grasp},
     }
+    return {k: {name: v.astype(np.float32) for name, v in part.items()} for k, part in info.items()}

@@ -23,9 +23,7 @@ from r2s2r.sim.contract import Contract
 from r2s2r.sim.embodiment import ACTION_MODES, ActionMode
 from r2s2r.sim.scene import build_scene
 from r2s2r.spec import TaskSpec, WorldSpec
-from r2s2r.spec.conditions import apply_condition
-from r2s2r.spec.worlds import load_task, load_world
-from r2s2r_isaaclab.names import TaskVariant, task_variants
+from r2s2r_isaaclab.names import TaskVariant, task_variants, variant_specs
 
 # MuJoCo Warp's per-world buffers for the cell (as the core's mujoco_warp backend sizes them).
 NJMAX, NCONMAX = 768, 192
@@ -79,7 +77,7 @@ class PickSortEnvCfg(DirectRLEnvCfg):
 
     def specs(self) -> tuple[TaskSpec, WorldSpec]:
         """The task and world the env runs, with the condition applied."""
-        return apply_condition(self.condition, load_task(self.task), load_world(self.world))
+        return variant_specs(self.world, self.condition, self.task)
 
 
 def mimic_subtasks(eef: str) -> list[SubTaskConfig]:

@@ -53,24 +53,13 @@ from r2s2r.data.config import (
 from r2s2r.data.reader import Dataset
 from r2s2r.data.writer import DatasetWriter
 from r2s2r.sim.embodiment import Embodiment
-from r2s2r.spec import TaskSpec, WorldSpec
-from r2s2r.spec.conditions import apply_condition
-from r2s2r.spec.worlds import load_task, load_world
 from r2s2r_isaaclab.annotate import datagen_info
-from r2s2r_isaaclab.names import task_variants
+from r2s2r_isaaclab.names import variant_of, variant_specs
 
 PROPRIO_OBS = ("tcp_pose", "arm_joints", "hand_joints")
 OBJECT_OBS = "object"
 IMAGE_SUFFIX = "_image"
 DATAGEN_OBS = "datagen_info"
-
-
-def env_specs(env_name: str) -> tuple[TaskSpec, WorldSpec] | None:
-    """The task and world (condition applied) of a registered r2s2r task, else None."""
-    for v in task_variants():
-        if v.task_id == env_name:
-            return apply_condition(v.condition, load_task("pick_sort"), load_world(v.world))
-    return None
 
 
 def to_isaaclab(
@@ -89,8 +78,9 @@ def to_isaaclab(
     layout = contract.state_layout()
     arms = contract.embodiment.num_arms
     episodes = []
-    # Mimic's annotations need the objects' poses in the env's world.
-    specs = env_specs(env_name) if contract.action_mode == "tcp" else None
+    # Mimic's annotations need TCP actions and the bins' poses in a registered env's world.
+    variant = variant_of(env_name) if contract.action_mode == "tcp" else None
+    specs = variant_specs(variant.world, variant.condition) if variant is not None else None
     handler = HDF5DatasetFileHandler()
     handler.create(str(tmp), env_name=env_name)
     try:
@@ -107,7 +97,7 @@ def to_isaaclab(
                 named = row.get("object_ids") or []
                 if specs is not None and len(named) == 1:
                     info = datagen_info(
-                        state[:, layout["tcp_pose"]].reshape(n, arms, -1),
+                        obs["tcp_pose"].numpy(),
                         arrays[ACTION_KEY],
                         arrays[ENV_STATE_KEY],
                         named[0],
@@ -115,10 +105,7 @@ def to_isaaclab(
                         contract.embodiment.sides,
                     )
                     obs[DATAGEN_OBS] = {
-                        # float32, as the Mimic env's poses: Mimic multiplies them together.
-                        k: {
-                            name: torch.from_numpy(v.astype(np.float32)) for name, v in part.items()
-                        }
+                        k: {name: torch.from_numpy(v) for name, v in part.items()}
                         for k, part in info.items()
                     }
             for cam in ds.cameras:

@@ -6,7 +6,8 @@ frame, as a 4x4 matrix, which is exactly what a TCP action commands (position + 
 w, x, y, z); its "gripper" action is its hand's joint targets. The objects Mimic moves
 subtasks with are ``object`` (the presented object) and ``bin`` (its bin); every bin is also
 there under its own name. The subtask signal ``grasp`` is 1 once the object is held off the
-belt (``GRASP_LIFT`` above the belt's top and within ``GRASP_REACH`` of an arm's TCP).
+belt (``r2s2r_isaaclab.annotate.held``: ``GRASP_LIFT`` above its resting height and within
+``GRASP_REACH`` of an arm's TCP).
 
 The methods take and return torch tensors on ``env.device`` as Isaac Lab Mimic expects; the
 env itself steps with numpy actions (the core's contract) and converts a tensor action.
@@ -22,10 +23,8 @@ import torch
 
 from r2s2r.geometry.rotations import mat_to_quat
 from r2s2r.sim.embodiment import TCP_POSE_DIM
-from r2s2r_isaaclab.annotate import GRASP_LIFT, GRASP_REACH, bin_poses, held, make_pose, tcp_targets
+from r2s2r_isaaclab.annotate import bin_poses, held, make_pose, tcp_targets
 from r2s2r_isaaclab.env import PickSortIsaacEnv
-
-__all__ = ["GRASP_LIFT", "GRASP_REACH", "PickSortMimicEnv", "make_pose"]
 
 
 class PickSortMimicEnv(PickSortIsaacEnv):

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from r2s2r.spec.conditions import CONDITIONS
+from r2s2r.spec import TaskSpec, WorldSpec
+from r2s2r.spec.conditions import CONDITIONS, apply_condition
+from r2s2r.spec.worlds import load_task, load_world
 
 # The world variants: task-name word -> the core's world name.
 WORLD_VARIANTS: dict[str, str] = {"Grounded": "grounded", "Ungrounded": "nominal"}
@@ -50,6 +52,18 @@ class TaskVariant:
         """The env config class registered for this task (``r2s2r_isaaclab.env_cfg``)."""
         cond = "" if self.condition == "nominal" else camel(self.condition)
         return f"PickSort{self.variant}{cond}{'Mimic' if self.mimic else ''}EnvCfg"
+
+
+def variant_specs(
+    world: str, condition: str, task: str = "pick_sort"
+) -> tuple[TaskSpec, WorldSpec]:
+    """The task and world an env of ``world`` under ``condition`` runs (condition applied)."""
+    return apply_condition(condition, load_task(task), load_world(world))
+
+
+def variant_of(task_id: str) -> TaskVariant | None:
+    """The registered task called ``task_id``, or None."""
+    return next((v for v in task_variants() if v.task_id == task_id), None)
 
 
 def task_variants() -> tuple[TaskVariant, ...]:
