@@ -367,15 +367,20 @@ def test_the_operators_keys_judge_a_trial_on_the_real_cell(task: Any) -> None:
     assert name in [o.name for o in task.objects]
 
 
+def tiny_run(demos: Path, run: Path) -> None:
+    """A run of the tiny policy trained one step on ``demos``: a learned policy to evaluate."""
+    options = {"preset": "tiny", "real": demos, "steps": 1, "batch_size": 2}
+    options |= {"workers": 0, "cache_dir": run.parent / "cache", "stats_windows": 200}
+    Trainer(TrainCfg.from_dict(options), run).fit()
+
+
 def test_a_trained_run_is_evaluated_with_what_its_datasets_say(
     recorded_demos: Path, tmp_path: Path
 ) -> None:
     from r2s2r.data import DatasetCfg, DatasetWriter
     from r2s2r.eval.policies import run_info, sim_levels
 
-    options = {"preset": "tiny", "real": recorded_demos, "steps": 1, "batch_size": 2}
-    options |= {"workers": 0, "cache_dir": tmp_path / "cache", "stats_windows": 200}
-    Trainer(TrainCfg.from_dict(options), tmp_path / "run").fit()
+    tiny_run(recorded_demos, tmp_path / "run")
     source = open_policy(tmp_path / "run", device="cpu")
     result = run(tmp_path / "eval", source, 1, max_s=0.3, video="all")
     policy = read_trials(tmp_path / "eval").info.policy
@@ -415,6 +420,41 @@ def test_a_trained_run_is_evaluated_with_what_its_datasets_say(
     (tmp_path / "run" / "config.json").write_text(json.dumps(config))
     info = run_info(tmp_path / "run")
     assert (info.real_only, info.world, info.behavior) == (False, "grounded", "adapted")
+
+
+def test_a_noise_seed_gives_each_trial_its_own_draw_and_is_logged(
+    recorded_demos: Path, tmp_path: Path
+) -> None:
+    from r2s2r.eval.policies import trial_noise_seed
+
+    tiny_run(recorded_demos, tmp_path / "run")
+    # Two trials of one instance: only the policy's noise can tell them apart.
+    twice = ProtocolSpec(name="twice", trials={"nominal": 2}, seeds=(1, 1))
+
+    def actions(out: Path, noise_seed: int | None) -> list[np.ndarray]:
+        source = open_policy(tmp_path / "run", device="cpu", noise_seed=noise_seed)
+        run(out, source, 2, max_s=0.3, video="all", protocol=twice)
+        rollouts = Dataset(out / "rollouts")
+        return [rollouts.episode_arrays(k)["action"] for k in range(2)]
+
+    fixed = actions(tmp_path / "fixed", None)
+    np.testing.assert_array_equal(fixed[0], fixed[1])
+    drawn = actions(tmp_path / "drawn", 5)
+    assert np.abs(drawn[0] - drawn[1]).max() > 1e-4  # Each trial its own draw.
+    assert read_trials(tmp_path / "drawn").info.policy.noise_seed == 5
+    assert read_trials(tmp_path / "fixed").info.policy.noise_seed is None
+    assert trial_noise_seed(5, 0) == trial_noise_seed(5, 0) != trial_noise_seed(5, 1)
+    # A rerun with another noise seed would not continue the same evaluation.
+    before = snapshot(tmp_path / "drawn")
+    with pytest.raises(EvalError, match="policy"):
+        source = open_policy(tmp_path / "run", device="cpu", noise_seed=6)
+        run(tmp_path / "drawn", source, 2, max_s=0.3, video="all", protocol=twice)
+    assert snapshot(tmp_path / "drawn") == before
+    # Only a learned policy draws noise here.
+    with pytest.raises(PolicyError, match="--noise-seed 3.*--policy scripted"):
+        open_policy("scripted", noise_seed=3)
+    with pytest.raises(TrialLogError, match="noise_seed is 3 for a scripted policy"):
+        PolicyInfo(name="scripted", kind="scripted", noise_seed=3)
 
 
 def test_a_trial_on_the_real_cell_is_set_up_and_judged_by_the_operator(tmp_path: Path) -> None:

@@ -38,6 +38,9 @@ class EvalRequest(Spec):
     config: Path | None = None
     # The twin's hidden cell hosting every trial (None: each trial seed's own cell).
     cell: int | None = None
+    # A learned policy's flow noise: None, one fixed draw for every trial; N, each trial's
+    # own draw from N and the trial's index (the same trial gets the same draw every time).
+    noise_seed: NonNegInt | None = None
     # A protocol name (``r2s2r.eval.protocol.PROTOCOLS``) or a protocol YAML.
     protocol: str = "paper"
     # Run the first N trials of the protocol's list (None: all).
@@ -147,8 +150,11 @@ def evaluate(
         request.device,
         request.image_size,
         request.cell,
+        request.noise_seed,
     )
-    source = open_policy(request.policy, request.server, request.token, request.device)
+    source = open_policy(
+        request.policy, request.server, request.token, request.device, noise_seed=request.noise_seed
+    )
     rigs: Any = None
     try:
         judge: Any = None

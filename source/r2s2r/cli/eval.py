@@ -39,6 +39,15 @@ def evaluate(
     ] = None,
     seed: Annotated[int, typer.Option("--seed", min=0, help="the protocol seed")] = 0,
     cell: CellOpt = None,
+    noise_seed: Annotated[
+        int | None,
+        typer.Option(
+            "--noise-seed",
+            min=0,
+            help="a learned policy's flow noise: each trial its own draw from this seed "
+            "(default: one fixed draw for every trial)",
+        ),
+    ] = None,
     execution: Annotated[
         ExecutionKind, typer.Option("--execution", help="how chunks are joined")
     ] = ExecutionKind.rtc,
@@ -99,6 +108,7 @@ def evaluate(
         "trials": trials,
         "seed": seed,
         "cell": cell,
+        "noise_seed": noise_seed,
         "runtime": runtime,
         "video": video,
         "image_size": image_size,

@@ -43,6 +43,7 @@ class TwinTrials:
     device: str = "auto"
     image_size: int = 256
     cell: int | None = None
+    noise_seed: int | None = None
 
 
 @dataclass
@@ -105,7 +106,9 @@ class _Worker:
         from r2s2r.eval.runner import TwinRigs, _Run, video_every
 
         logging.getLogger("r2s2r.safety").setLevel(logging.ERROR)
-        self.source = open_policy(spec.policy, spec.server, spec.token, spec.device)
+        self.source = open_policy(
+            spec.policy, spec.server, spec.token, spec.device, noise_seed=spec.noise_seed
+        )
         torch = sys.modules.get("torch")
         if torch is not None:
             torch.set_num_threads(1)  # Workers share the machine's cores.

@@ -12,6 +12,7 @@ simulated data, read from the metadata of the datasets its ``config.json`` recor
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -55,13 +56,21 @@ def open_policy(
     token: str | None = None,
     device: str = "auto",
     timeout_s: float = 10.0,
+    noise_seed: int | None = None,
 ) -> PolicySource:
     """The source of ``--policy`` (a run folder, ``scripted`` or ``planned``) or of
-    ``--server HOST:PORT`` (exactly one of them)."""
+    ``--server HOST:PORT`` (exactly one of them). ``noise_seed`` (a learned run only) gives
+    each trial a flow-noise draw of its own (``trial_noise_seed``)."""
     if (policy is None) == (server is None):
         raise PolicyError(
             "name the policy to evaluate: --policy RUN|scripted|planned or --server HOST:PORT "
             f"(exactly one; got policy={policy!r}, server={server!r})"
+        )
+    if noise_seed is not None and (server is not None or str(policy) in (SCRIPTED, PLANNED)):
+        what = f"--server {server}" if server is not None else f"--policy {policy}"
+        raise PolicyError(
+            f"--noise-seed {noise_seed}: only a training run's policy (--policy RUN) draws its "
+            f"flow noise here; {what} does not"
         )
     if server is not None:
         host, port = parse_server(server)
@@ -71,7 +80,7 @@ def open_policy(
         return ScriptedSource()
     if str(policy) == PLANNED:
         return PlannedSource()
-    return LearnedSource(Path(policy), device)
+    return LearnedSource(Path(policy), device, noise_seed)
 
 
 def parse_server(server: str) -> tuple[str, int]:
@@ -84,21 +93,34 @@ def parse_server(server: str) -> tuple[str, int]:
 
 # ------------------------------------------------------------------------- learned runs
 class LearnedSource:
-    """A training run's policy (its newest checkpoint, EMA weights), loaded once."""
+    """A training run's policy (its newest checkpoint, EMA weights), loaded once. Its flow
+    noise is one fixed draw (``noise_seed`` None: every trial meets the same policy), or
+    each trial's own draw from ``noise_seed`` and the trial's index (so a trial is still a
+    function of the trial, whichever worker plays it)."""
 
-    def __init__(self, run: Path, device: str = "auto") -> None:
+    def __init__(self, run: Path, device: str = "auto", noise_seed: int | None = None) -> None:
         from r2s2r.policy import checkpoint as ckpt
         from r2s2r.policy.learned import LearnedPolicy
 
+        if noise_seed is not None and noise_seed < 0:
+            raise PolicyError(f"--noise-seed: expected a seed >= 0, got {noise_seed}")
         run_dir = ckpt.resolve_checkpoint(run).parent.parent
         self.policy = LearnedPolicy.load(run, device=device)
-        self.info = run_info(run_dir)
+        self.noise_seed = noise_seed
+        self.info = dataclasses.replace(run_info(run_dir), noise_seed=noise_seed)
 
     def policy_for(self, rig: Rig, trial: Trial) -> Policy:
+        if self.noise_seed is not None:
+            self.policy.noise_seed = trial_noise_seed(self.noise_seed, trial.index)
         return self.policy
 
     def close(self) -> None:
         """Nothing to release."""
+
+
+def trial_noise_seed(noise_seed: int, trial: int) -> int:
+    """The flow-noise seed of trial ``trial`` in an evaluation run with ``--noise-seed``."""
+    return int(np.random.SeedSequence([noise_seed, trial]).generate_state(1)[0])
 
 
 def run_info(run_dir: Path) -> PolicyInfo:

@@ -172,6 +172,9 @@ class PolicyInfo:
     # "planned" (ungrounded) or "adapted" (grounded); both None without simulated data.
     world: str | None = None
     behavior: str | None = None
+    # A learned policy's flow noise: None, one fixed draw for every chunk of every trial;
+    # N, trial k's chunks start from a draw of its own (``trial_noise_seed(N, k)``).
+    noise_seed: int | None = None
 
     def __post_init__(self) -> None:
         _checked_policy(asdict(self), "policy")
@@ -198,13 +201,22 @@ def _checked_policy(data: Any, where: str) -> dict[str, Any]:
             f"{where}: real_only is true but world/behavior are {world!r}/{behavior!r}"
         )
     run = data.get("run")
+    kind = _choice(_get(data, "kind", str, where), "kind", POLICY_KINDS, where)
+    # Logs from before the field: one fixed noise draw.
+    noise = data.get("noise_seed")
+    if noise is not None and (_get(data, "noise_seed", int, where) < 0 or kind != "learned"):
+        raise TrialLogError(
+            f"{where}: noise_seed is {noise!r} for a {kind} policy: expected null, or a seed "
+            ">= 0 of a learned policy"
+        )
     return {
         "name": _get(data, "name", str, where),
-        "kind": _choice(_get(data, "kind", str, where), "kind", POLICY_KINDS, where),
+        "kind": kind,
         "run": None if run is None else _get(data, "run", str, where),
         "real_only": real_only,
         "world": world,
         "behavior": behavior,
+        "noise_seed": noise,
     }
 
 
