@@ -5,7 +5,10 @@ worker process that ends cleanly."""
 from __future__ import annotations
 
 import gc
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -227,3 +230,18 @@ def test_a_paced_twin_never_waits_for_its_views(monkeypatch: pytest.MonkeyPatch)
         assert head.read().stamp > held.stamp
     finally:
         twin.close()
+
+
+def test_a_script_the_view_worker_cannot_import_fails_clearly_instead_of_hanging(
+    tmp_path: Path,
+) -> None:
+    # A twin made by a script read from stdin: the spawned worker cannot import it and ends
+    # on start. The twin says why, within seconds (it used to wait forever).
+    code = "from r2s2r.rig.twin import TwinRig\nnext(iter(TwinRig(0).cameras.values())).read()\n"
+    done = subprocess.run(
+        [sys.executable, "-"], input=code, capture_output=True, text=True, timeout=120,
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode != 0
+    assert "view worker ended on start" in done.stderr, done.stderr[-2000:]
+    assert "__main__" in done.stderr

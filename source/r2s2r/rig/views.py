@@ -142,17 +142,12 @@ class _Views:
         return {n: self.effects[n].apply(img, self.rng) for n, img in views.items()}
 
 
-def _serve(
-    conn: Connection,
-    model: mujoco.MjModel,
-    world: WorldSpec,
-    effects: dict[str, CameraEffects],
-    seed: int,
-    blur: str,
-) -> None:
-    """The worker: render (state, camera names) requests until ``None`` arrives."""
+def _serve(conn: Connection) -> None:
+    """The worker: take its scene (model, world, effects, seed, blur) from ``conn``, then
+    render (state, camera names) requests until ``None`` arrives."""
     views = None
     try:
+        model, world, effects, seed, blur = conn.recv()
         physics = MujocoPhysics(model)
         views = _Views(physics, world, effects, np.random.default_rng(seed), blur, False)
         while True:
@@ -196,14 +191,23 @@ class ViewWorker:
     ) -> None:
         ctx = get_context("spawn")  # Never fork a process holding OpenGL contexts.
         self._conn, child = ctx.Pipe()
-        self.process = ctx.Process(
-            target=_serve,
-            args=(child, model, world, effects, seed, blur),
-            name="twin-views",
-            daemon=True,
-        )
+        # The scene goes over the pipe, not as the process's arguments: multiprocessing
+        # writes those to the new process while it still holds the pipe's other end, so a
+        # child that dies on start (a script without a main guard, or read from stdin) would
+        # leave that write, and the twin, waiting forever.
+        self.process = ctx.Process(target=_serve, args=(child,), name="twin-views", daemon=True)
         self.process.start()
         child.close()
+        try:
+            self._conn.send((model, world, effects, seed, blur))
+        except (BrokenPipeError, ConnectionResetError) as err:
+            self.process.join(_JOIN_S)
+            raise RuntimeError(
+                f"the twin's view worker ended on start (exit code {self.process.exitcode}); "
+                "it is a spawned process, which imports the script that made the twin: the "
+                "script must be a file whose main code sits under "
+                '`if __name__ == "__main__":`'
+            ) from err
         self.in_flight: tuple[str, ...] | None = None
         # The worker's CPU time (s, all its threads) when it finished its latest views.
         self.cpu_s = 0.0
