@@ -15,7 +15,7 @@ import pytest
 
 from r2s2r.rig.truth import CameraEffects
 from r2s2r.rig.twin import TwinRig
-from r2s2r.rig.views import TwinViewsCfg, shadow_map_for
+from r2s2r.rig.views import TwinViewsCfg, ViewWorkers, shadow_map_for
 from r2s2r.sim.render import SceneRenderer
 from r2s2r.spec.worlds import load_world
 
@@ -146,6 +146,37 @@ def test_cameras_take_frames_at_their_own_rate() -> None:
         seen.add(every.cameras["head"].read().stamp)
     assert len(seen) == 10
     every.close()
+
+
+def test_several_workers_render_the_same_frames_side_by_side() -> None:
+    """With ``workers=3`` each camera has a worker process of its own; the frames are of the
+    same states, with the same stamps, as one worker's (they differ by the noise draw), and
+    closing the twin ends every worker."""
+    one = TwinRig(seed=3)
+    three = TwinRig(seed=3, views=TwinViewsCfg(workers=3))
+    try:
+        for twin in (one, three):
+            for cam in twin.cameras.values():
+                cam.read()
+        pool = three._views.worker
+        assert isinstance(pool, ViewWorkers) and len(pool.members) == 3
+        assert len({w.process.pid for w in pool.members}) == 3
+        for _ in range(6):
+            for twin in (one, three):
+                _drive(twin, 1)
+            a = {n: c.read() for n, c in one.cameras.items()}
+            b = {n: c.read() for n, c in three.cameras.items()}
+            for name in a:
+                assert a[name].stamp == b[name].stamp, name
+                assert _psnr(a[name].image, b[name].image) > 30.0, name
+        assert pool.cpu_s > 0.0
+    finally:
+        one.close()
+        three.close()
+    for worker in pool.members:
+        assert not worker.process.is_alive()
+    with pytest.raises(ValueError, match="workers"):
+        TwinViewsCfg(workers=0)
 
 
 def test_a_dropped_twin_stops_its_worker() -> None:

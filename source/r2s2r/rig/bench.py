@@ -25,7 +25,8 @@ from r2s2r.spec.worlds import load_world
 # in a worker process pipelined with the physics, and the fisheye wrist cameras' wide views
 # rendered at the views' density rather than the world's (the default). At the default
 # 256 px views the matched shadow map is the world's own (512), so it is no separate step
-# here. Options that are not the default follow: the wrist cameras at 15 frames/s.
+# here. Options that are not the default follow: the wrist cameras at 15 frames/s, and
+# three worker processes (one per camera) rendering side by side.
 WORLD_WIDE = TwinViewsCfg(wide_oversample=None)
 WRISTS_15FPS = (("left_wrist", 15.0), ("right_wrist", 15.0))
 VIEW_PATHS: dict[str, TwinViewsCfg] = {
@@ -35,6 +36,7 @@ VIEW_PATHS: dict[str, TwinViewsCfg] = {
     "flow_blur_30fps_worker": WORLD_WIDE,
     "flow_blur_30fps_worker_views_wide": TwinViewsCfg(),
     "option_wrists_15fps": TwinViewsCfg(camera_fps=WRISTS_15FPS),
+    "option_workers_3": TwinViewsCfg(workers=3),
 }
 
 

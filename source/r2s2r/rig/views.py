@@ -62,6 +62,10 @@ class TwinViewsCfg:
     blur: str = "flow"
     # Render in a worker process, pipelined with the physics (one period of latency).
     worker: bool = True
+    # How many worker processes share the cameras (each camera always in the same one): a
+    # single worker renders the views one after another on one core while the physics leaves
+    # the other nearly idle; more render them side by side.
+    workers: int = 1
     # Shadow map sized to the delivered images (at least twice their larger side) rather than
     # the world's, which is sized for native resolution.
     match_shadows: bool = True
@@ -76,6 +80,8 @@ class TwinViewsCfg:
     def __post_init__(self) -> None:
         if self.fps is not None and not self.fps > 0:
             raise ValueError(f"fps must be positive or None, got {self.fps!r}")
+        if isinstance(self.workers, bool) or int(self.workers) != self.workers or self.workers < 1:
+            raise ValueError(f"workers must be a positive integer, got {self.workers!r}")
         for name, fps in self.camera_fps:
             if not fps > 0:
                 raise ValueError(f"camera_fps of {name!r} must be positive, got {fps!r}")
@@ -272,6 +278,59 @@ class ViewWorker:
         self._finalizer()
 
 
+class ViewWorkers:
+    """Several ``ViewWorker`` processes behind one worker's interface: each camera is always
+    rendered by the same one, and a request's cameras are rendered side by side."""
+
+    def __init__(
+        self,
+        count: int,
+        names: tuple[str, ...],
+        model: mujoco.MjModel,
+        world: WorldSpec,
+        effects: dict[str, CameraEffects],
+        seed: int,
+        blur: str,
+    ) -> None:
+        # Each worker draws its cameras' noise from a stream of its own.
+        self.members = [
+            ViewWorker(model, world, effects, seed if k == 0 else seed + 7919 * k, blur)
+            for k in range(count)
+        ]
+        self._of = {name: self.members[i % count] for i, name in enumerate(names)}
+        self.in_flight: tuple[str, ...] | None = None
+
+    @property
+    def cpu_s(self) -> float:
+        """The workers' CPU time (s, all their threads) when they finished their latest views."""
+        return sum(w.cpu_s for w in self.members)
+
+    def submit(self, state: ViewState, names: tuple[str, ...]) -> None:
+        if self.in_flight is not None:
+            raise RuntimeError("the view workers are busy: collect their views first")
+        for worker in self.members:
+            mine = tuple(n for n in names if self._of[n] is worker)
+            if mine:
+                worker.submit(state, mine)
+        self.in_flight = names
+
+    def ready(self) -> bool:
+        return all(w.ready() for w in self.members)
+
+    def collect(self) -> dict[str, np.ndarray]:
+        if self.in_flight is None:
+            return {}
+        self.in_flight = None
+        views: dict[str, np.ndarray] = {}
+        for worker in self.members:
+            views.update(worker.collect())
+        return views
+
+    def close(self) -> None:
+        for worker in self.members:
+            worker.close()
+
+
 class TwinViews:
     """The twin's three cameras under one ``TwinViewsCfg``: the frames a read returns."""
 
@@ -303,7 +362,7 @@ class TwinViews:
         self._seed = seed
         self._rng = np.random.default_rng(seed)
         self._local: _Views | None = None
-        self.worker: ViewWorker | None = None
+        self.worker: ViewWorker | ViewWorkers | None = None
         # The frames a read returns now, and each camera's latest frame number taken.
         self._held: dict[str, Frame] = {}
         self._taken: dict[str, int] = {}
@@ -402,7 +461,7 @@ class TwinViews:
             self._held[cam] = Frame(t, image)
         self._mark(names, t)
 
-    def _submit(self, worker: ViewWorker, names: tuple[str, ...], t: float) -> None:
+    def _submit(self, worker: ViewWorker | ViewWorkers, names: tuple[str, ...], t: float) -> None:
         worker.submit(ViewState.of(self.physics, shapes=self._send_shapes), names)
         self._send_shapes = False
         self._in_flight_time = t
@@ -415,11 +474,15 @@ class TwinViews:
             )
         return self._local
 
-    def _start(self) -> ViewWorker:
+    def _start(self) -> ViewWorker | ViewWorkers:
         if self.worker is None:
-            self.worker = ViewWorker(
-                self.physics.model, self.world, self.effects, self._seed, self.cfg.blur
-            )
+            model, world, effects, seed = self.physics.model, self.world, self.effects, self._seed
+            if self.cfg.workers > 1:
+                self.worker = ViewWorkers(
+                    self.cfg.workers, self.names, model, world, effects, seed, self.cfg.blur
+                )
+            else:
+                self.worker = ViewWorker(model, world, effects, seed, self.cfg.blur)
         return self.worker
 
     def close(self) -> None:
@@ -433,4 +496,11 @@ class TwinViews:
         self._taken.clear()
 
 
-__all__ = ["TwinViews", "TwinViewsCfg", "ViewState", "ViewWorker", "shadow_map_for"]
+__all__ = [
+    "TwinViews",
+    "TwinViewsCfg",
+    "ViewState",
+    "ViewWorker",
+    "ViewWorkers",
+    "shadow_map_for",
+]
