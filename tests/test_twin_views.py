@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import mujoco
 import numpy as np
 import pytest
 
@@ -271,6 +272,31 @@ def test_wide_views_follow_the_views_density_and_keep_the_look() -> None:
         assert native._physics.model.vis.quality.shadowsize == 512
     finally:
         native.close()
+
+
+def test_views_leave_the_models_sites_out_unless_asked() -> None:
+    """The twin's views draw no site markers (no real camera sees them; the frames then
+    differ only where they were); the reference draws them, as before."""
+    fast = TwinRig(seed=1, views=TwinViewsCfg(worker=False))
+    ref = TwinRig(seed=1, views=TwinViewsCfg(worker=False, sites=True, wide_oversample=None))
+    try:
+        assert not TwinViewsCfg().sites and TwinViewsCfg.reference().sites
+        drawn = {}
+        for key, twin in (("fast", fast), ("ref", ref)):
+            renderer = twin._views.local().renderer
+            data = twin._physics.mjdata(0)
+            plan = renderer.plans[0]
+            renderer.render_raw(data, plan)
+            scene = renderer._renderers[plan.render_size].scene
+            drawn[key] = sum(
+                g.objtype == mujoco.mjtObj.mjOBJ_SITE for g in scene.geoms[: scene.ngeom]
+            )
+        assert drawn["fast"] == 0 and drawn["ref"] > 0
+        a, b = fast.cameras["head"].read().image, ref.cameras["head"].read().image
+        assert _psnr(a, b) > 35.0
+    finally:
+        fast.close()
+        ref.close()
 
 
 def test_named_cameras_take_frames_at_their_own_rate() -> None:

@@ -73,9 +73,14 @@ class TwinViewsCfg:
     # the delivered image's (``RenderSpec.fisheye_oversample``, the world's 0.6 when None).
     # A pinhole view out to 75 degrees off axis is several times denser at its edges than
     # the fisheye image that samples it, so the world's density renders about 3.8 times the
-    # delivered pixels; 0.45 renders about 2.1 times (424 x 320 rather than 564 x 426 for a
-    # 256 px wrist view), for 36 dB PSNR against the world's on the same states.
+    # delivered pixels; 0.45 renders about 2.1 times (438 x 320 rather than 584 x 426 for a
+    # 256 px wrist view). Against the world's density on the same states the wrist views
+    # differ by resampling (PSNR 32-36 dB before the camera effects), about as much as a
+    # denser render (0.8) differs from it.
     wide_oversample: float | None = 0.45
+    # Draw the model's sites (small grey markers at the fingertips, the TCP and the bins, no
+    # part of the cell a real camera sees): each is one more draw in every render pass.
+    sites: bool = False
 
     def __post_init__(self) -> None:
         if self.fps is not None and not self.fps > 0:
@@ -102,9 +107,14 @@ class TwinViewsCfg:
     @classmethod
     def reference(cls) -> TwinViewsCfg:
         """Every camera every period, in this process, two-render blur, world's shadows and
-        wide-view density."""
+        wide-view density, sites drawn."""
         return cls(
-            fps=None, blur="samples", worker=False, match_shadows=False, wide_oversample=None
+            fps=None,
+            blur="samples",
+            worker=False,
+            match_shadows=False,
+            wide_oversample=None,
+            sites=True,
         )
 
 
@@ -167,8 +177,9 @@ class _Views:
         rng: np.random.Generator,
         blur: str,
         native: bool,
+        sites: bool = True,
     ) -> None:
-        self.renderer = SceneRenderer(physics, world, True, native, blur)
+        self.renderer = SceneRenderer(physics, world, True, native, blur, sites)
         self.physics, self.effects, self.rng = physics, effects, rng
 
     def render(self, names: tuple[str, ...]) -> dict[str, np.ndarray]:
@@ -177,13 +188,13 @@ class _Views:
 
 
 def _serve(conn: Connection) -> None:
-    """The worker: take its scene (model, world, effects, seed, blur) from ``conn``, then
+    """The worker: take its scene (model, world, effects, seed, blur, sites) from ``conn``, then
     render (state, camera names) requests until ``None`` arrives."""
     views = None
     try:
-        model, world, effects, seed, blur = conn.recv()
+        model, world, effects, seed, blur, sites = conn.recv()
         physics = MujocoPhysics(model)
-        views = _Views(physics, world, effects, np.random.default_rng(seed), blur, False)
+        views = _Views(physics, world, effects, np.random.default_rng(seed), blur, False, sites)
         while True:
             request = conn.recv()
             if request is None:
@@ -222,6 +233,7 @@ class ViewWorker:
         effects: dict[str, CameraEffects],
         seed: int,
         blur: str,
+        sites: bool = True,
     ) -> None:
         ctx = get_context("spawn")  # Never fork a process holding OpenGL contexts.
         self._conn, child = ctx.Pipe()
@@ -233,7 +245,7 @@ class ViewWorker:
         self.process.start()
         child.close()
         try:
-            self._conn.send((model, world, effects, seed, blur))
+            self._conn.send((model, world, effects, seed, blur, sites))
         except (BrokenPipeError, ConnectionResetError) as err:
             self.process.join(_JOIN_S)
             raise RuntimeError(
@@ -291,10 +303,11 @@ class ViewWorkers:
         effects: dict[str, CameraEffects],
         seed: int,
         blur: str,
+        sites: bool = True,
     ) -> None:
         # Each worker draws its cameras' noise from a stream of its own.
         self.members = [
-            ViewWorker(model, world, effects, seed if k == 0 else seed + 7919 * k, blur)
+            ViewWorker(model, world, effects, seed if k == 0 else seed + 7919 * k, blur, sites)
             for k in range(count)
         ]
         self._of = {name: self.members[i % count] for i, name in enumerate(names)}
@@ -470,7 +483,13 @@ class TwinViews:
     def local(self) -> _Views:
         if self._local is None:
             self._local = _Views(
-                self.physics, self.world, self.effects, self._rng, self.cfg.blur, self.native
+                self.physics,
+                self.world,
+                self.effects,
+                self._rng,
+                self.cfg.blur,
+                self.native,
+                self.cfg.sites,
             )
         return self._local
 
@@ -479,10 +498,17 @@ class TwinViews:
             model, world, effects, seed = self.physics.model, self.world, self.effects, self._seed
             if self.cfg.workers > 1:
                 self.worker = ViewWorkers(
-                    self.cfg.workers, self.names, model, world, effects, seed, self.cfg.blur
+                    self.cfg.workers,
+                    self.names,
+                    model,
+                    world,
+                    effects,
+                    seed,
+                    self.cfg.blur,
+                    self.cfg.sites,
                 )
             else:
-                self.worker = ViewWorker(model, world, effects, seed, self.cfg.blur)
+                self.worker = ViewWorker(model, world, effects, seed, self.cfg.blur, self.cfg.sites)
         return self.worker
 
     def close(self) -> None:
