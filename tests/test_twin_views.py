@@ -10,12 +10,13 @@ import sys
 import time
 from pathlib import Path
 
+import mujoco
 import numpy as np
 import pytest
 
 from r2s2r.rig.truth import CameraEffects
 from r2s2r.rig.twin import TwinRig
-from r2s2r.rig.views import TwinViewsCfg, shadow_map_for
+from r2s2r.rig.views import TwinViewsCfg, ViewWorkers, shadow_map_for
 from r2s2r.sim.render import SceneRenderer
 from r2s2r.spec.worlds import load_world
 
@@ -148,6 +149,37 @@ def test_cameras_take_frames_at_their_own_rate() -> None:
     every.close()
 
 
+def test_several_workers_render_the_same_frames_side_by_side() -> None:
+    """With ``workers=3`` each camera has a worker process of its own; the frames are of the
+    same states, with the same stamps, as one worker's (they differ by the noise draw), and
+    closing the twin ends every worker."""
+    one = TwinRig(seed=3)
+    three = TwinRig(seed=3, views=TwinViewsCfg(workers=3))
+    try:
+        for twin in (one, three):
+            for cam in twin.cameras.values():
+                cam.read()
+        pool = three._views.worker
+        assert isinstance(pool, ViewWorkers) and len(pool.members) == 3
+        assert len({w.process.pid for w in pool.members}) == 3
+        for _ in range(6):
+            for twin in (one, three):
+                _drive(twin, 1)
+            a = {n: c.read() for n, c in one.cameras.items()}
+            b = {n: c.read() for n, c in three.cameras.items()}
+            for name in a:
+                assert a[name].stamp == b[name].stamp, name
+                assert _psnr(a[name].image, b[name].image) > 30.0, name
+        assert pool.cpu_s > 0.0
+    finally:
+        one.close()
+        three.close()
+    for worker in pool.members:
+        assert not worker.process.is_alive()
+    with pytest.raises(ValueError, match="workers"):
+        TwinViewsCfg(workers=0)
+
+
 def test_a_dropped_twin_stops_its_worker() -> None:
     """A twin that is never closed does not leave its worker behind once it is collected."""
     twin = TwinRig(seed=1)
@@ -184,6 +216,117 @@ def test_views_config_is_checked() -> None:
         TwinViewsCfg(fps=0.0)
     with pytest.raises(ValueError, match="blur"):
         TwinViewsCfg(blur="smear")
+    with pytest.raises(ValueError, match="wide_oversample"):
+        TwinViewsCfg(wide_oversample=0.0)
+    with pytest.raises(ValueError, match="camera_fps"):
+        TwinViewsCfg(camera_fps=(("head", 0.0),))
+    with pytest.raises(ValueError, match="twice"):
+        TwinViewsCfg(camera_fps=(("head", 10.0), ("head", 20.0)))
+    with pytest.raises(ValueError, match="does not have"):
+        TwinRig(seed=0, views=TwinViewsCfg(camera_fps=(("belly", 10.0),)))
+
+
+def _wide_sizes(twin: TwinRig) -> dict[str, tuple[int, int]]:
+    renderer = twin._views.local().renderer
+    return {p.name: p.render_size for p in renderer.plans if p.remap is not None}
+
+
+def test_wide_views_follow_the_views_density_and_keep_the_look() -> None:
+    """By default the fisheye wrist cameras' wide renders have the views' density (fewer
+    pixels than the world's); the reference, and native cameras, keep the world's; the
+    delivered views differ from those at the world's density by resampling alone (same
+    state, same effects draw)."""
+    fast = TwinRig(seed=1, views=TwinViewsCfg(worker=False))
+    world = TwinRig(seed=1, views=TwinViewsCfg(worker=False, wide_oversample=None))
+    ref = TwinRig(seed=1, views=TwinViewsCfg.reference())
+    try:
+        small, full = _wide_sizes(fast), _wide_sizes(world)
+        assert full == _wide_sizes(ref) and set(small) == {"left_wrist", "right_wrist"}
+        for name, (w, h) in small.items():
+            fw, fh = full[name]
+            assert w * h < 0.6 * fw * fh, name
+        for twin in (fast, world):
+            _drive(twin, 6)
+        a = {n: c.read().image for n, c in fast.cameras.items()}
+        b = {n: c.read().image for n, c in world.cameras.items()}
+        assert np.array_equal(a["head"], b["head"])
+        # Another frame of the same state at the world's density (another noise draw): what
+        # a camera's own noise changes from frame to frame (MAD about 2 here).
+        again = world._views.local().render(tuple(small))
+        for name in small:
+            assert a[name].shape == b[name].shape == (256, 256, 3)
+            assert _psnr(a[name], b[name]) > 30.0, name
+            assert _mad(a[name], b[name]) < 1.5 * _mad(again[name], b[name]), name
+    finally:
+        for twin in (fast, world, ref):
+            twin.close()
+    native = TwinRig(seed=1, native_cameras=True, views=TwinViewsCfg(worker=False))
+    try:
+        renderer = native._views.local().renderer
+        plans = {p.name: p for p in renderer.plans}
+        assert plans["head"].render_size == (
+            native.nominal.cameras["head"].width,
+            native.nominal.cameras["head"].height,
+        )
+        # Native cameras render the world's wide views whatever the views' density.
+        assert native._physics.model.vis.quality.shadowsize == 512
+    finally:
+        native.close()
+
+
+def test_views_leave_the_models_sites_out_unless_asked() -> None:
+    """The twin's views draw no site markers (no real camera sees them; the frames then
+    differ only where they were); the reference draws them, as before."""
+    fast = TwinRig(seed=1, views=TwinViewsCfg(worker=False))
+    ref = TwinRig(seed=1, views=TwinViewsCfg(worker=False, sites=True, wide_oversample=None))
+    try:
+        assert not TwinViewsCfg().sites and TwinViewsCfg.reference().sites
+        drawn = {}
+        for key, twin in (("fast", fast), ("ref", ref)):
+            renderer = twin._views.local().renderer
+            data = twin._physics.mjdata(0)
+            plan = renderer.plans[0]
+            renderer.render_raw(data, plan)
+            scene = renderer._renderers[plan.render_size].scene
+            drawn[key] = sum(
+                g.objtype == mujoco.mjtObj.mjOBJ_SITE for g in scene.geoms[: scene.ngeom]
+            )
+        assert drawn["fast"] == 0 and drawn["ref"] > 0
+        a, b = fast.cameras["head"].read().image, ref.cameras["head"].read().image
+        assert _psnr(a, b) > 35.0
+    finally:
+        fast.close()
+        ref.close()
+
+
+def test_named_cameras_take_frames_at_their_own_rate() -> None:
+    """``camera_fps`` sets a camera's own rate: the wrists at 15 frames/s take a new frame
+    every 3 or 4 periods while the head at 30 takes one in 3 of every 5; each frame is
+    stamped with the time of the state it shows."""
+    twin = TwinRig(seed=4, views=TwinViewsCfg(camera_fps=(("left_wrist", 15.0),)))
+    try:
+        assert twin.views_cfg.fps_of("left_wrist") == 15.0
+        assert twin.views_cfg.fps_of("head") == 30.0
+        for cam in twin.cameras.values():
+            cam.read()
+        stamps: dict[str, list[float]] = {"head": [], "left_wrist": [], "right_wrist": []}
+        for _ in range(50):
+            twin.step()
+            for name in stamps:
+                frame = twin.cameras[name].read()
+                assert frame.stamp <= twin.now() - PERIOD + 1e-9
+                stamps[name].append(frame.stamp)
+        taken = {name: sorted(set(s)) for name, s in stamps.items()}
+        assert 28 <= len(taken["head"]) <= 31
+        assert 28 <= len(taken["right_wrist"]) <= 31
+        assert 14 <= len(taken["left_wrist"]) <= 16
+        gaps = np.diff(taken["left_wrist"])
+        assert gaps.min() >= 3 * PERIOD - 1e-9 and gaps.max() <= 4 * PERIOD + 1e-9
+        # Every stamp is a state the twin went through (a period boundary).
+        for s in stamps.values():
+            assert np.allclose(np.round(np.array(s) / PERIOD) * PERIOD, s)
+    finally:
+        twin.close()
 
 
 def test_camera_noise_is_gaussian_of_its_std_and_reproducible() -> None:

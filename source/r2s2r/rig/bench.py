@@ -21,14 +21,26 @@ from r2s2r.spec import WorldSpec
 from r2s2r.spec.worlds import load_world
 
 # The twin's camera paths, one way added at a time, each measured against the raw renderer
-# in the same run: today's reference, the one-render blur, cameras at 30 frames/s, and the
-# views in a worker process pipelined with the physics (the default). At the default 256 px
-# views the matched shadow map is the world's own (512), so it is no separate step here.
+# in the same run: today's reference, the one-render blur, cameras at 30 frames/s, the views
+# in a worker process pipelined with the physics, and the fisheye wrist cameras' wide views
+# rendered at the views' density rather than the world's, and the model's sites (markers
+# no real camera sees) left out of the views (the default). At the default
+# 256 px views the matched shadow map is the world's own (512), so it is no separate step
+# here. Options that are not the default follow: the wrist cameras at 15 frames/s, and
+# three worker processes (one per camera) rendering side by side.
+PREVIOUS_DEFAULT = TwinViewsCfg(wide_oversample=None, sites=True)
+WRISTS_15FPS = (("left_wrist", 15.0), ("right_wrist", 15.0))
 VIEW_PATHS: dict[str, TwinViewsCfg] = {
     "reference": TwinViewsCfg.reference(),
-    "flow_blur": TwinViewsCfg(fps=None, worker=False, match_shadows=False),
-    "flow_blur_30fps": TwinViewsCfg(worker=False),
-    "flow_blur_30fps_worker": TwinViewsCfg(),
+    "flow_blur": TwinViewsCfg(
+        fps=None, worker=False, match_shadows=False, wide_oversample=None, sites=True
+    ),
+    "flow_blur_30fps": TwinViewsCfg(worker=False, wide_oversample=None, sites=True),
+    "flow_blur_30fps_worker": PREVIOUS_DEFAULT,
+    "flow_blur_30fps_worker_views_wide": TwinViewsCfg(sites=True),
+    "flow_blur_30fps_worker_views_wide_no_sites": TwinViewsCfg(),
+    "option_wrists_15fps": TwinViewsCfg(camera_fps=WRISTS_15FPS),
+    "option_workers_3": TwinViewsCfg(workers=3),
 }
 
 
@@ -117,6 +129,10 @@ def bench_views(seconds: float = 3.0) -> dict[str, float]:
         out[f"twin_realtime_factor_{size}px_vs_raw"] = rtf * raw_ms / 20.0
         out[f"twin_cpu_ms_per_period_{size}px"] = cpu_ms
         out[f"twin_{size}px_cpu_vs_raw"] = raw_cpu / cpu_ms
+        # The default before this issue's wide views and sites, same run.
+        rtf, cpu_ms = bench_twin(seconds, views=PREVIOUS_DEFAULT, size=size)
+        out[f"twin_realtime_factor_{size}px_previous_default"] = rtf
+        out[f"twin_cpu_ms_per_period_{size}px_previous_default"] = cpu_ms
     out.update(bench_paced(seconds))
     return out
 

@@ -179,13 +179,18 @@ class TwinRig:
         if views is None:
             views = TwinViewsCfg.reference() if native_cameras else TwinViewsCfg()
         self.views_cfg = views
-        # What is drawn: the true world, its shadow map sized to the delivered images if asked.
+        # What is drawn: the true world, its shadow map sized to the delivered images and its
+        # fisheye wide views at the views' density, if asked (never for native cameras).
         drawn = truth_world
+        render_update: dict[str, object] = {}
         if views.match_shadows and not native_cameras:
-            shadows = shadow_map_for(truth_world.render.obs_size, truth_world.render.shadow_map)
-            drawn = truth_world.replace(
-                render=truth_world.render.model_copy(update={"shadow_map": shadows})
+            render_update["shadow_map"] = shadow_map_for(
+                truth_world.render.obs_size, truth_world.render.shadow_map
             )
+        if views.wide_oversample is not None and not native_cameras:
+            render_update["fisheye_oversample"] = views.wide_oversample
+        if render_update:
+            drawn = truth_world.replace(render=truth_world.render.model_copy(update=render_update))
 
         def extras(spec: mujoco.MjSpec) -> None:
             add_board(spec, TWIN_BOARD)

@@ -53,25 +53,69 @@ class TwinViewsCfg:
     # Frames per second of every camera (the hardware preset's cameras run at 30); None: a
     # frame every control period.
     fps: float | None = 30.0
+    # Frames per second of named cameras, instead of ``fps``: ``(("left_wrist", 15.0),
+    # ("right_wrist", 15.0))`` takes the wrist views half as often as the head's (each frame
+    # still stamped with the time of the state it shows).
+    camera_fps: tuple[tuple[str, float], ...] = ()
     # Motion blur: ``flow`` (one render blurred along its motion) or ``samples`` (renders at
     # the shutter's start and end, averaged).
     blur: str = "flow"
     # Render in a worker process, pipelined with the physics (one period of latency).
     worker: bool = True
+    # How many worker processes share the cameras (each camera always in the same one): a
+    # single worker renders the views one after another on one core while the physics leaves
+    # the other nearly idle; more render them side by side.
+    workers: int = 1
     # Shadow map sized to the delivered images (at least twice their larger side) rather than
     # the world's, which is sized for native resolution.
     match_shadows: bool = True
+    # Pixel density at the centre of the fisheye cameras' wide pinhole renders, relative to
+    # the delivered image's (``RenderSpec.fisheye_oversample``, the world's 0.6 when None).
+    # A pinhole view out to 75 degrees off axis is several times denser at its edges than
+    # the fisheye image that samples it, so the world's density renders about 3.8 times the
+    # delivered pixels; 0.45 renders about 2.1 times (438 x 320 rather than 584 x 426 for a
+    # 256 px wrist view). Against the world's density on the same states the wrist views
+    # differ by resampling (PSNR 32-36 dB before the camera effects), about as much as a
+    # denser render (0.8) differs from it.
+    wide_oversample: float | None = 0.45
+    # Draw the model's sites (small grey markers at the fingertips, the TCP and the bins, no
+    # part of the cell a real camera sees): each is one more draw in every render pass.
+    sites: bool = False
 
     def __post_init__(self) -> None:
         if self.fps is not None and not self.fps > 0:
             raise ValueError(f"fps must be positive or None, got {self.fps!r}")
+        if isinstance(self.workers, bool) or int(self.workers) != self.workers or self.workers < 1:
+            raise ValueError(f"workers must be a positive integer, got {self.workers!r}")
+        for name, fps in self.camera_fps:
+            if not fps > 0:
+                raise ValueError(f"camera_fps of {name!r} must be positive, got {fps!r}")
+        names = [name for name, _ in self.camera_fps]
+        if len(set(names)) != len(names):
+            raise ValueError(f"camera_fps names a camera twice: {names}")
+        if self.wide_oversample is not None and not 0.1 < self.wide_oversample <= 4.0:
+            raise ValueError(
+                f"wide_oversample must be in (0.1, 4] or None, got {self.wide_oversample!r}"
+            )
         if self.blur not in BLUR_MODES:
             raise ValueError(f"blur must be one of {BLUR_MODES}, got {self.blur!r}")
 
+    def fps_of(self, name: str) -> float | None:
+        """Frames per second of camera ``name`` (None: one every control period)."""
+        return dict(self.camera_fps).get(name, self.fps)
+
     @classmethod
     def reference(cls) -> TwinViewsCfg:
-        """Every camera every period, in this process, two-render blur, world's shadows."""
-        return cls(fps=None, blur="samples", worker=False, match_shadows=False)
+        """Every camera every period, in this process, two-render blur, world's shadows and
+        wide-view density, sites drawn."""
+        return cls(
+            fps=None,
+            blur="samples",
+            worker=False,
+            match_shadows=False,
+            wide_oversample=None,
+            sites=True,
+        )
 
 
 @dataclass(frozen=True)
@@ -133,8 +177,9 @@ class _Views:
         rng: np.random.Generator,
         blur: str,
         native: bool,
+        sites: bool = True,
     ) -> None:
-        self.renderer = SceneRenderer(physics, world, True, native, blur)
+        self.renderer = SceneRenderer(physics, world, True, native, blur, sites)
         self.physics, self.effects, self.rng = physics, effects, rng
 
     def render(self, names: tuple[str, ...]) -> dict[str, np.ndarray]:
@@ -143,13 +188,13 @@ class _Views:
 
 
 def _serve(conn: Connection) -> None:
-    """The worker: take its scene (model, world, effects, seed, blur) from ``conn``, then
+    """The worker: take its scene (model, world, effects, seed, blur, sites) from ``conn``, then
     render (state, camera names) requests until ``None`` arrives."""
     views = None
     try:
-        model, world, effects, seed, blur = conn.recv()
+        model, world, effects, seed, blur, sites = conn.recv()
         physics = MujocoPhysics(model)
-        views = _Views(physics, world, effects, np.random.default_rng(seed), blur, False)
+        views = _Views(physics, world, effects, np.random.default_rng(seed), blur, False, sites)
         while True:
             request = conn.recv()
             if request is None:
@@ -188,6 +233,7 @@ class ViewWorker:
         effects: dict[str, CameraEffects],
         seed: int,
         blur: str,
+        sites: bool = True,
     ) -> None:
         ctx = get_context("spawn")  # Never fork a process holding OpenGL contexts.
         self._conn, child = ctx.Pipe()
@@ -199,7 +245,7 @@ class ViewWorker:
         self.process.start()
         child.close()
         try:
-            self._conn.send((model, world, effects, seed, blur))
+            self._conn.send((model, world, effects, seed, blur, sites))
         except (BrokenPipeError, ConnectionResetError) as err:
             self.process.join(_JOIN_S)
             raise RuntimeError(
@@ -244,6 +290,60 @@ class ViewWorker:
         self._finalizer()
 
 
+class ViewWorkers:
+    """Several ``ViewWorker`` processes behind one worker's interface: each camera is always
+    rendered by the same one, and a request's cameras are rendered side by side."""
+
+    def __init__(
+        self,
+        count: int,
+        names: tuple[str, ...],
+        model: mujoco.MjModel,
+        world: WorldSpec,
+        effects: dict[str, CameraEffects],
+        seed: int,
+        blur: str,
+        sites: bool = True,
+    ) -> None:
+        # Each worker draws its cameras' noise from a stream of its own.
+        self.members = [
+            ViewWorker(model, world, effects, seed if k == 0 else seed + 7919 * k, blur, sites)
+            for k in range(count)
+        ]
+        self._of = {name: self.members[i % count] for i, name in enumerate(names)}
+        self.in_flight: tuple[str, ...] | None = None
+
+    @property
+    def cpu_s(self) -> float:
+        """The workers' CPU time (s, all their threads) when they finished their latest views."""
+        return sum(w.cpu_s for w in self.members)
+
+    def submit(self, state: ViewState, names: tuple[str, ...]) -> None:
+        if self.in_flight is not None:
+            raise RuntimeError("the view workers are busy: collect their views first")
+        for worker in self.members:
+            mine = tuple(n for n in names if self._of[n] is worker)
+            if mine:
+                worker.submit(state, mine)
+        self.in_flight = names
+
+    def ready(self) -> bool:
+        return all(w.ready() for w in self.members)
+
+    def collect(self) -> dict[str, np.ndarray]:
+        if self.in_flight is None:
+            return {}
+        self.in_flight = None
+        views: dict[str, np.ndarray] = {}
+        for worker in self.members:
+            views.update(worker.collect())
+        return views
+
+    def close(self) -> None:
+        for worker in self.members:
+            worker.close()
+
+
 class TwinViews:
     """The twin's three cameras under one ``TwinViewsCfg``: the frames a read returns."""
 
@@ -269,10 +369,13 @@ class TwinViews:
         # Whether the twin is paced to the wall clock: then a period never waits for a view.
         self.paced = paced
         self.native, self.names, self.period_s = native, names, period_s
+        unknown = sorted({name for name, _ in cfg.camera_fps} - set(names))
+        if unknown:
+            raise ValueError(f"camera_fps names cameras the twin does not have: {unknown}")
         self._seed = seed
         self._rng = np.random.default_rng(seed)
         self._local: _Views | None = None
-        self.worker: ViewWorker | None = None
+        self.worker: ViewWorker | ViewWorkers | None = None
         # The frames a read returns now, and each camera's latest frame number taken.
         self._held: dict[str, Frame] = {}
         self._taken: dict[str, int] = {}
@@ -281,15 +384,17 @@ class TwinViews:
         self._send_shapes = True
 
     # -------------------------------------------------------------- schedule
-    def _number(self, t: float) -> int:
-        """The number of the frame a camera takes at or before time ``t``."""
-        if self.cfg.fps is None:
+    def _number(self, name: str, t: float) -> int:
+        """The number of the frame camera ``name`` takes at or before time ``t``."""
+        fps = self.cfg.fps_of(name)
+        if fps is None:
             return int(round(t / self.period_s))
-        return math.floor(t * self.cfg.fps + 1e-6)
+        return math.floor(t * fps + 1e-6)
 
     def _due(self, t: float) -> tuple[str, ...]:
-        n = self._number(t)
-        due = tuple(name for name in self.names if self._taken.get(name, -1) < n)
+        due = tuple(
+            name for name in self.names if self._taken.get(name, -1) < self._number(name, t)
+        )
         if self.drops is None:
             return due
         # Only a stream read frame after frame drops one: the last frame is then one frame
@@ -297,14 +402,16 @@ class TwinViews:
         dropped = tuple(
             name
             for name in due
-            if name in self._held and self._taken.get(name) == n - 1 and self.drops(name)
+            if name in self._held
+            and self._taken.get(name) == self._number(name, t) - 1
+            and self.drops(name)
         )
         self._mark(dropped, t)
         return tuple(name for name in due if name not in dropped)
 
     def _mark(self, names: tuple[str, ...], t: float) -> None:
         for name in names:
-            self._taken[name] = self._number(t)
+            self._taken[name] = self._number(name, t)
 
     # ---------------------------------------------------------------- frames
     def read(self, name: str) -> Frame:
@@ -367,7 +474,7 @@ class TwinViews:
             self._held[cam] = Frame(t, image)
         self._mark(names, t)
 
-    def _submit(self, worker: ViewWorker, names: tuple[str, ...], t: float) -> None:
+    def _submit(self, worker: ViewWorker | ViewWorkers, names: tuple[str, ...], t: float) -> None:
         worker.submit(ViewState.of(self.physics, shapes=self._send_shapes), names)
         self._send_shapes = False
         self._in_flight_time = t
@@ -376,15 +483,32 @@ class TwinViews:
     def local(self) -> _Views:
         if self._local is None:
             self._local = _Views(
-                self.physics, self.world, self.effects, self._rng, self.cfg.blur, self.native
+                self.physics,
+                self.world,
+                self.effects,
+                self._rng,
+                self.cfg.blur,
+                self.native,
+                self.cfg.sites,
             )
         return self._local
 
-    def _start(self) -> ViewWorker:
+    def _start(self) -> ViewWorker | ViewWorkers:
         if self.worker is None:
-            self.worker = ViewWorker(
-                self.physics.model, self.world, self.effects, self._seed, self.cfg.blur
-            )
+            model, world, effects, seed = self.physics.model, self.world, self.effects, self._seed
+            if self.cfg.workers > 1:
+                self.worker = ViewWorkers(
+                    self.cfg.workers,
+                    self.names,
+                    model,
+                    world,
+                    effects,
+                    seed,
+                    self.cfg.blur,
+                    self.cfg.sites,
+                )
+            else:
+                self.worker = ViewWorker(model, world, effects, seed, self.cfg.blur, self.cfg.sites)
         return self.worker
 
     def close(self) -> None:
@@ -398,4 +522,11 @@ class TwinViews:
         self._taken.clear()
 
 
-__all__ = ["TwinViews", "TwinViewsCfg", "ViewState", "ViewWorker", "shadow_map_for"]
+__all__ = [
+    "TwinViews",
+    "TwinViewsCfg",
+    "ViewState",
+    "ViewWorker",
+    "ViewWorkers",
+    "shadow_map_for",
+]

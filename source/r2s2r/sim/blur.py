@@ -28,7 +28,14 @@ class _IdDepthPass:
     """One small render of a camera giving, per pixel, the model geom it sees (-1 for none)
     and its depth along the optical axis (m), both read from the same frame."""
 
-    def __init__(self, model: mujoco.MjModel, cam_id: int, width: int, height: int) -> None:
+    def __init__(
+        self,
+        model: mujoco.MjModel,
+        cam_id: int,
+        width: int,
+        height: int,
+        option: mujoco.MjvOption | None = None,
+    ) -> None:
         self.model, self.width, self.height = model, width, height
         self._gl = mujoco.GLContext(width, height)
         self._gl.make_current()
@@ -36,7 +43,7 @@ class _IdDepthPass:
         mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN, self._con)
         self._con.readDepthMap = mujoco.mjtDepthMap.mjDEPTH_ZEROFAR
         self._scene = mujoco.MjvScene(model, maxgeom=10000)
-        self._option = mujoco.MjvOption()
+        self._option = option if option is not None else mujoco.MjvOption()
         self._camera = mujoco.MjvCamera()
         self._camera.type = mujoco.mjtCamera.mjCAMERA_FIXED
         self._camera.fixedcamid = cam_id
@@ -87,11 +94,18 @@ class MotionFlow:
     """The image-space motion over the shutter of one camera's pinhole render, and the blur
     along it."""
 
-    def __init__(self, model: mujoco.MjModel, cam_id: int, pinhole: Intrinsics) -> None:
+    def __init__(
+        self,
+        model: mujoco.MjModel,
+        cam_id: int,
+        pinhole: Intrinsics,
+        option: mujoco.MjvOption | None = None,
+    ) -> None:
+        """``option``: what the camera's render draws (geom and site groups), default all."""
         self.model, self.cam_id, self.pinhole = model, cam_id, pinhole
         w, h = pinhole.width, pinhole.height
         sw, sh = max(8, round(w * FLOW_SCALE)), max(8, round(h * FLOW_SCALE))
-        self._pass = _IdDepthPass(model, cam_id, sw, sh)
+        self._pass = _IdDepthPass(model, cam_id, sw, sh, option)
         # Full-render pixel coordinates of the small pass's pixel centres (pixel-centre
         # convention: continuous coordinates scale linearly).
         us = (np.arange(sw, dtype=np.float64) + 0.5) * (w / sw) - 0.5

@@ -166,6 +166,7 @@ class SceneRenderer:
         depth: bool = False,
         native: bool = False,
         blur: str = "samples",
+        sites: bool = True,
     ) -> None:
         if blur not in BLUR_MODES:
             raise ValueError(f"blur must be one of {BLUR_MODES}, got {blur!r}")
@@ -173,6 +174,11 @@ class SceneRenderer:
         self.physics = physics
         self.model = model
         self.blur = blur
+        # What is drawn: the model's visible geom groups, and its sites unless ``sites`` is
+        # off (markers no real camera sees; each costs a draw in every pass).
+        self.option = mujoco.MjvOption()
+        if not sites:
+            self.option.sitegroup[:] = 0
         self.plans = plan_cameras(model, world, native)
         self._flows: dict[str, MotionFlow] = {}
         self._renderers: dict[tuple[int, int], mujoco.Renderer] = {}
@@ -218,7 +224,7 @@ class SceneRenderer:
     def render_raw(self, data: mujoco.MjData, plan: CameraPlan) -> np.ndarray:
         """The MuJoCo render of one camera of ``data``, before any remap."""
         renderer = self._renderers[plan.render_size]
-        renderer.update_scene(data, camera=plan.cam_id)
+        renderer.update_scene(data, camera=plan.cam_id, scene_option=self.option)
         return renderer.render()
 
     def render_cameras(
@@ -291,7 +297,9 @@ class SceneRenderer:
         flow = self._flows.get(plan.name)
         if flow is None:
             assert plan.pinhole is not None
-            flow = self._flows[plan.name] = MotionFlow(self.model, plan.cam_id, plan.pinhole)
+            flow = self._flows[plan.name] = MotionFlow(
+                self.model, plan.cam_id, plan.pinhole, self.option
+            )
         return flow
 
     def _depth_data(self, data: mujoco.MjData) -> np.ndarray:
@@ -299,7 +307,7 @@ class SceneRenderer:
         if self._depth is None:
             raise RuntimeError("depth rendering was not requested (pass depth=True)")
         plan = self._depth_plan
-        self._depth.update_scene(data, camera=plan.cam_id)
+        self._depth.update_scene(data, camera=plan.cam_id, scene_option=self.option)
         depth = self._depth.render().astype(np.float32)
         if plan.remap is not None:
             depth = plan.remap.remap_depth(depth)
