@@ -271,25 +271,28 @@ def test_a_policy_that_does_not_fit_the_rig_is_refused() -> None:
 def test_the_emergency_stop_ends_the_session() -> None:
     estop = EmergencyStop()
     keys = Keys(estop.trigger, lambda: None)
-    timers: list[threading.Timer] = []
+    pressers: list[tuple[int, threading.Thread]] = []
 
     def press_soon(frame: LiveFrame) -> None:
-        # The space key, from another thread, 0.5 s into the first episode.
-        if not timers:
-            timers.append(threading.Timer(0.5, keys.key, [" "]))
-            timers[0].start()
+        # The space key, from another thread, 0.5 s of rig time into the first episode. The
+        # rig's clock, not a wall-clock timer: a paced twin that starts behind (its view
+        # worker starting) catches up at full speed, and a timer then lands periods late.
+        if not pressers and frame.step >= 25:
+            pressers.append((frame.step, threading.Thread(target=keys.key, args=(" ",))))
+            pressers[0][1].start()
 
     request = DeployRequest(
         policy="scripted", seed=3, realtime=True, episodes=3, max_seconds=3, image_size=16
     )
     result = deploy(request, on_frame=press_soon, estop=estop)
-    timers[0].join()
+    pressed_at, presser = pressers[0]
+    presser.join()
     assert result.estopped and len(result.episodes) == 1
     summary = result.episodes[0].summary
     assert (summary["ended_by"], summary["outcome"]) == ("estop", "safety_stop")
-    # Well before the 3 s (150 periods) the episode would last (a loaded machine delays the
-    # timer's thread by a few periods).
-    assert 15 < summary["timing"]["steps"] < 100
+    # Within a few periods of the press (25 periods: 0.5 s at 50 Hz, room for a loaded
+    # machine to schedule the pressing thread), well before the 150 the episode would last.
+    assert pressed_at <= summary["timing"]["steps"] < pressed_at + 25
     assert [e["detail"] for e in summary["safety_events"] if e["kind"] == "estop"] == [
         "emergency stop key"
     ]
