@@ -9,8 +9,8 @@ which a few takes do not teach (README, "The closed-loop learning check"). Four 
 per operator style; 3,000 steps; synchronous execution of 40-action chunks. The policy meets
 the instance four times, each trial with a flow-noise draw of its own (``--noise-seed``), and
 must sort at least two: one draw's outcome is luck (of four training runs, one whose fixed
-draw timed out sorted 3 of 4 draws), a rate is the policy's. Four training runs sorted
-14 of 16 such trials. About 8 minutes on two CPU cores; ``make test-learning`` runs it (not
+draw timed out sorted 3 of 4 draws), a rate is the policy's. Five training runs sorted
+18 of 20 such trials. About 8 minutes on two CPU cores; ``make test-learning`` runs it (not
 in CI)."""
 
 from __future__ import annotations

@@ -294,23 +294,9 @@ class ViewWorkers:
     """Several ``ViewWorker`` processes behind one worker's interface: each camera is always
     rendered by the same one, and a request's cameras are rendered side by side."""
 
-    def __init__(
-        self,
-        count: int,
-        names: tuple[str, ...],
-        model: mujoco.MjModel,
-        world: WorldSpec,
-        effects: dict[str, CameraEffects],
-        seed: int,
-        blur: str,
-        sites: bool = True,
-    ) -> None:
-        # Each worker draws its cameras' noise from a stream of its own.
-        self.members = [
-            ViewWorker(model, world, effects, seed if k == 0 else seed + 7919 * k, blur, sites)
-            for k in range(count)
-        ]
-        self._of = {name: self.members[i % count] for i, name in enumerate(names)}
+    def __init__(self, members: list[ViewWorker], names: tuple[str, ...]) -> None:
+        self.members = members
+        self._of = {name: members[i % len(members)] for i, name in enumerate(names)}
         self.in_flight: tuple[str, ...] | None = None
 
     @property
@@ -496,19 +482,12 @@ class TwinViews:
     def _start(self) -> ViewWorker | ViewWorkers:
         if self.worker is None:
             model, world, effects, seed = self.physics.model, self.world, self.effects, self._seed
-            if self.cfg.workers > 1:
-                self.worker = ViewWorkers(
-                    self.cfg.workers,
-                    self.names,
-                    model,
-                    world,
-                    effects,
-                    seed,
-                    self.cfg.blur,
-                    self.cfg.sites,
-                )
-            else:
-                self.worker = ViewWorker(model, world, effects, seed, self.cfg.blur, self.cfg.sites)
+            # Each worker draws its cameras' noise from a stream of its own.
+            members = [
+                ViewWorker(model, world, effects, seed + 7919 * k, self.cfg.blur, self.cfg.sites)
+                for k in range(self.cfg.workers)
+            ]
+            self.worker = members[0] if len(members) == 1 else ViewWorkers(members, self.names)
         return self.worker
 
     def close(self) -> None:
