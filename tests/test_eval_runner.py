@@ -446,8 +446,8 @@ def test_a_noise_seed_gives_each_trial_its_own_draw_and_is_logged(
     assert trial_noise_seed(5, 0) == trial_noise_seed(5, 0) != trial_noise_seed(5, 1)
     # A rerun with another noise seed would not continue the same evaluation.
     before = snapshot(tmp_path / "drawn")
+    source = open_policy(tmp_path / "run", device="cpu", noise_seed=6)
     with pytest.raises(EvalError, match="policy"):
-        source = open_policy(tmp_path / "run", device="cpu", noise_seed=6)
         run(tmp_path / "drawn", source, 2, max_s=0.3, video="all", protocol=twice)
     assert snapshot(tmp_path / "drawn") == before
     # Only a learned policy draws noise here.

@@ -268,8 +268,14 @@ def test_wide_views_follow_the_views_density_and_keep_the_look() -> None:
             native.nominal.cameras["head"].width,
             native.nominal.cameras["head"].height,
         )
-        # Native cameras render the world's wide views whatever the views' density.
         assert native._physics.model.vis.quality.shadowsize == 512
+        # Native cameras render the world's wide views whatever the views' density.
+        world_density = TwinViewsCfg(worker=False, wide_oversample=None)
+        native_world = TwinRig(seed=1, native_cameras=True, views=world_density)
+        try:
+            assert _wide_sizes(native) == _wide_sizes(native_world)
+        finally:
+            native_world.close()
     finally:
         native.close()
 

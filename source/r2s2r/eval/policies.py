@@ -102,8 +102,6 @@ class LearnedSource:
         from r2s2r.policy import checkpoint as ckpt
         from r2s2r.policy.learned import LearnedPolicy
 
-        if noise_seed is not None and noise_seed < 0:
-            raise PolicyError(f"--noise-seed: expected a seed >= 0, got {noise_seed}")
         run_dir = ckpt.resolve_checkpoint(run).parent.parent
         self.policy = LearnedPolicy.load(run, device=device)
         self.noise_seed = noise_seed

@@ -7,6 +7,7 @@ import logging
 import os
 import time
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 from multiprocessing import get_context
 from typing import Any
 
@@ -32,10 +33,8 @@ PREVIOUS_DEFAULT = TwinViewsCfg(wide_oversample=None, sites=True)
 WRISTS_15FPS = (("left_wrist", 15.0), ("right_wrist", 15.0))
 VIEW_PATHS: dict[str, TwinViewsCfg] = {
     "reference": TwinViewsCfg.reference(),
-    "flow_blur": TwinViewsCfg(
-        fps=None, worker=False, match_shadows=False, wide_oversample=None, sites=True
-    ),
-    "flow_blur_30fps": TwinViewsCfg(worker=False, wide_oversample=None, sites=True),
+    "flow_blur": replace(PREVIOUS_DEFAULT, fps=None, worker=False, match_shadows=False),
+    "flow_blur_30fps": replace(PREVIOUS_DEFAULT, worker=False),
     "flow_blur_30fps_worker": PREVIOUS_DEFAULT,
     "flow_blur_30fps_worker_views_wide": TwinViewsCfg(sites=True),
     "flow_blur_30fps_worker_views_wide_no_sites": TwinViewsCfg(),
