@@ -126,8 +126,8 @@ class TwinRig:
 
     Its cameras deliver the observation size (or, with ``native_cameras``, their own
     resolution, as the calibration captures want), rendered as ``views`` says
-    (``rig/views.py``): by default each camera at 30 frames/s, rendered in two worker
-    processes two control periods behind the physics; native cameras default to the reference
+    (``rig/views.py``): by default each camera at 30 frames/s, rendered in a worker process
+    of its own two control periods behind the physics; native cameras default to the reference
     (``TwinViewsCfg.reference()``: every period, in this process, no latency).
 
     By default the twin is as imperfect as a real cell (``imperfect.py``: noisy, quantized

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import multiprocessing
 import time
 import traceback
 import weakref
@@ -32,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing import get_context
 from multiprocessing.connection import Connection
+from multiprocessing.context import ForkServerContext, SpawnContext
 from multiprocessing.process import BaseProcess
 
 import mujoco
@@ -65,9 +67,10 @@ class TwinViewsCfg:
     worker: bool = True
     # How many worker processes share the cameras (each camera always in the same one). One
     # renders the three 256 px views one after another on one core (about 25 ms of CPU per
-    # 20 ms period at 30 frames/s) while the physics leaves the other core nearly idle; two
-    # split them over both cores.
-    workers: int = 2
+    # 20 ms period at 30 frames/s) while the physics leaves the other core nearly idle; one
+    # per camera spreads them over every core (a worker starts in about a second, forked
+    # from a server that has imported the renderer once).
+    workers: int = 3
     # Control periods from the state a frame shows to the first read that returns it (its
     # transport latency: a USB camera's frames also reach the host tens of milliseconds after
     # their exposure). A worker has that long for a frame and may hold that many requests,
@@ -233,6 +236,19 @@ def _serve(conn: Connection) -> None:
             views.renderer.close()
 
 
+def _context() -> ForkServerContext | SpawnContext:
+    """Where view workers start: never a fork of a process that may hold OpenGL contexts.
+    Where the platform has it, a fork server that has imported this module once (a worker
+    then starts without importing mujoco, OpenCV and r2s2r again, which is most of its start
+    time); else a fresh interpreter."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return get_context("spawn")
+    ctx = get_context("forkserver")
+    # Read when the fork server starts (once per process); harmless afterwards.
+    ctx.set_forkserver_preload([__name__])
+    return ctx
+
+
 def _stop(process: BaseProcess, conn: Connection) -> None:
     """End the worker: ask, wait, then terminate (also run when a twin is collected)."""
     with contextlib.suppress(BrokenPipeError, OSError):
@@ -259,7 +275,7 @@ class ViewWorker:
         cameras: tuple[str, ...] | None = None,
     ) -> None:
         """``cameras``: the ones it will be asked for (default all)."""
-        ctx = get_context("spawn")  # Never fork a process holding OpenGL contexts.
+        ctx = _context()
         self._conn, child = ctx.Pipe()
         # The scene goes over the pipe, not as the process's arguments: multiprocessing
         # writes those to the new process while it still holds the pipe's other end, so a
