@@ -205,15 +205,14 @@ def _static_cell(spec: mujoco.MjSpec, task: TaskSpec, world: WorldSpec) -> None:
     # pass), which saves about a quarter of the twin's three raw views' CPU time on a software
     # rasterizer (64 -> 46 ms), and its renders differ by at most 2 levels in a few pixels
     # (per-vertex specular; PSNR 65 dB).
-    # It casts no shadow: nothing lies below it, and its quads are then left out of every
-    # shadow map (the views are the same to the bit, about 5 % cheaper).
-    wb.add_geom(
-        name="floor",
-        type=mujoco.mjtGeom.mjGEOM_PLANE,
-        size=[6, 6, 0.5],
-        material="floor_mat",
-        castshadow=False,
+    floor = wb.add_geom(
+        name="floor", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[6, 6, 0.5], material="floor_mat"
     )
+    # It casts no shadow: nothing lies below it, and its quads are then left out of every
+    # shadow map (the views are the same to the bit, about 5 % cheaper). MuJoCo 4 has the
+    # per-geom switch; the 3.x that Isaac Lab's venv pins does not, and draws it as before.
+    if hasattr(floor, "castshadow"):
+        floor.castshadow = False
     th = world.layout.table_height
     wb.add_geom(
         name="table",
