@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import inspect
 import random
 
 import gymnasium as gym
@@ -16,6 +17,7 @@ import numpy as np
 import pytest
 import r2s2r_isaaclab
 import torch
+from isaaclab.envs import ManagerBasedRLMimicEnv
 from isaaclab.managers import DatasetExportMode
 from isaaclab.utils.datasets import HDF5DatasetFileHandler
 from r2s2r_isaaclab import mdp
@@ -167,7 +169,12 @@ def test_isaac_lab_mimics_generation_loop_on_an_r2s2r_demo(demo, tmp_path):
     # The script's own reset takes the first instance; the two attempts the next two: the demo's
     # start with the object moved across the belt, then the demo's own start.
     cfg.reset_instances = [_demo_instance(demo), _demo_instance(demo, MOVED)]
-    env = _mimic_env(cfg)
+    env = gym.make(env_name, cfg=cfg).unwrapped
+    # The script's checks of the env, as it makes them (a warning, there, for the second).
+    if not isinstance(env, ManagerBasedRLMimicEnv):
+        raise ValueError("The environment should be derived from ManagerBasedRLMimicEnv")
+    if "action_noise_dict" not in inspect.signature(env.target_eef_pose_to_action).parameters:
+        pytest.fail('the "noise" parameter of target_eef_pose_to_action is deprecated')
     seed = env.cfg.datagen_config.seed
     random.seed(seed)
     np.random.seed(seed)  # noqa: NPY002 - as the script seeds it: Mimic draws from it.

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from isaaclab.envs import ManagerBasedRLMimicEnv
 from isaaclab.managers import ObservationManager, RecorderManager, RecorderTermCfg
 
 from r2s2r.behavior.instance import TaskInstance
@@ -55,8 +56,28 @@ class SimRun:
         return self.stopped
 
 
-class PickSortMimicEnv(PickSortIsaacEnv):
-    """``PickSortIsaacEnv`` with Isaac Lab Mimic's six methods (``ManagerBasedRLMimicEnv``)."""
+class PickSortMimicEnv(PickSortIsaacEnv, ManagerBasedRLMimicEnv):
+    """``PickSortIsaacEnv`` with Isaac Lab Mimic's six methods (``ManagerBasedRLMimicEnv``).
+
+    A ``ManagerBasedRLMimicEnv`` subclass as an interface only: Mimic's scripts
+    (``generate_dataset.py``, ``annotate_demos.py``) refuse an env that is not an instance of
+    it, and annotate's ``--auto`` looks for ``get_subtask_term_signals`` overridden on it. Its
+    ``__init__`` (a ``SimulationContext`` and an ``InteractiveScene`` from a USD stage, through
+    Kit's paths) never runs: ours comes first in the MRO and does not call up to it. So do
+    ``step``, ``reset``, ``reset_to``, ``close`` (gymnasium's ``VectorEnv``'s, which calls
+    ``close_extras``), ``render`` (``VectorEnv``'s: not implemented, there is no viewer),
+    ``__del__``, ``num_envs``, ``device``, ``unwrapped`` and ``metadata``. Of what is left
+    inherited, ``physics_dt``, ``step_dt``, ``max_episode_length(_s)`` and ``is_vector_env``
+    hold for this env (they read the config), ``get_subtask_start_signals`` and
+    ``get_navigation_state`` are Mimic's optional methods, not implemented here, and
+    ``_init_sim``, ``_reset_idx``, ``_configure_gym_env_spaces`` and ``_collect_io_descriptors``
+    are called only by methods overridden here. What needs managers or a simulation context
+    this env does not have is overridden with an error that says so.
+    """
+
+    # The vector env's attribute, set in its __init__ (ManagerBasedEnv's is a read-only
+    # property, its InteractiveScene's count, which would refuse the assignment).
+    num_envs: int = 0
 
     def __init__(self, cfg: Any, render_mode: str | None = None, **kwargs: Any) -> None:
         # The config's own mistakes first, before the physics is built.
@@ -204,6 +225,50 @@ class PickSortMimicEnv(PickSortIsaacEnv):
         if not self.sim.stopped:
             self.recorder_manager.close()
             self.sim.stopped = True
+
+    # ------------------------------------------------------------------ ManagerBasedEnv's, not here
+    def __del__(self) -> None:
+        """Nothing: ManagerBasedEnv's finalizer closes its simulation context; this env is
+        closed by ``close()``, and its recorder manager closes its files when collected."""
+
+    @staticmethod
+    def seed(seed: int = -1) -> int:
+        """Not supported: ManagerBasedEnv seeds the global generators its events draw from; this
+        env draws from one generator per world, seeded by ``reset(seed=...)``."""
+        raise NotImplementedError(
+            "PickSortMimicEnv.seed: seed the worlds with reset(seed=...) (world i draws from "
+            "numpy's default_rng(seed + i))"
+        )
+
+    def load_managers(self) -> None:
+        """Not supported: the managers this env has are built in ``__init__``."""
+        raise NotImplementedError(
+            "PickSortMimicEnv.load_managers: the observation and recorder managers are built in "
+            "__init__; there are no action, event, command, reward, termination or curriculum "
+            "managers (the core's cell does their work)"
+        )
+
+    def setup_manager_visualizers(self) -> None:
+        """Not supported: no visualizers (no simulation context)."""
+        raise NotImplementedError(
+            "PickSortMimicEnv.setup_manager_visualizers: this env has no simulation context "
+            "and no visualizers"
+        )
+
+    @property
+    def get_IO_descriptors(self) -> Any:
+        """Not supported (an ``AttributeError``, so that ``hasattr`` says False)."""
+        raise AttributeError(
+            "PickSortMimicEnv.get_IO_descriptors: IO descriptors need an action manager and "
+            "Isaac Lab articulations, which this env does not have"
+        )
+
+    def export_IO_descriptors(self, output_dir: str | None = None) -> None:
+        """Not supported (see ``get_IO_descriptors``)."""
+        raise NotImplementedError(
+            "PickSortMimicEnv.export_IO_descriptors: IO descriptors need an action manager and "
+            "Isaac Lab articulations, which this env does not have"
+        )
 
     # ------------------------------------------------------------------ Mimic's six methods
     def get_robot_eef_pose(
