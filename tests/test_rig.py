@@ -70,10 +70,10 @@ def test_twin_closes_cleanly() -> None:
     renderers; closing again, or leaving a ``with`` block, is fine."""
     with TwinRig(seed=5) as twin:
         first = twin.cameras["head"].read().image
-        worker = twin._views.worker
-        assert worker is not None and worker.process.is_alive()
+        pool = twin._views.worker
+        assert pool is not None and pool.members[0].process.is_alive()
     assert twin._views.worker is None
-    assert not worker.process.is_alive() and worker.process.exitcode == 0
+    assert all(not w.process.is_alive() and w.process.exitcode == 0 for w in pool.members)
     twin.close()
     # The simulation stays readable; a later frame renders again with a new renderer.
     assert twin.arms["left"].state().q.shape == (7,)

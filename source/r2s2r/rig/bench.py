@@ -22,24 +22,28 @@ from r2s2r.spec import WorldSpec
 from r2s2r.spec.worlds import load_world
 
 # The twin's camera paths, one way added at a time, each measured against the raw renderer
-# in the same run: today's reference, the one-render blur, cameras at 30 frames/s, the views
-# in a worker process pipelined with the physics, and the fisheye wrist cameras' wide views
-# rendered at the views' density rather than the world's, and the model's sites (markers
-# no real camera sees) left out of the views (the default). At the default
-# 256 px views the matched shadow map is the world's own (512), so it is no separate step
-# here. Options that are not the default follow: the wrist cameras at 15 frames/s, and
-# three worker processes (one per camera) rendering side by side.
-PREVIOUS_DEFAULT = TwinViewsCfg(wide_oversample=None, sites=True)
+# in the same run: the reference, the one-render blur, cameras at 30 frames/s, the views in
+# a worker process pipelined with the physics, the fisheye wrist cameras' wide views rendered
+# at the views' density rather than the world's, the model's sites (markers no real camera
+# sees) left out (the default before this step: ``PREVIOUS_DEFAULT``), the arms' and hands'
+# primitives drawn as meshes, then two periods of latency, and one worker process per camera
+# (the default). At the default 256 px views the matched shadow map is the world's own (512),
+# so it is no separate step here. Options that are not the default follow: the wrist cameras
+# at 15 frames/s, and one worker process for all three cameras.
+FIRST_FAST = TwinViewsCfg(wide_oversample=None, sites=True, lean_geoms=False, workers=1, latency=1)
+PREVIOUS_DEFAULT = replace(FIRST_FAST, wide_oversample=TwinViewsCfg.wide_oversample, sites=False)
 WRISTS_15FPS = (("left_wrist", 15.0), ("right_wrist", 15.0))
 VIEW_PATHS: dict[str, TwinViewsCfg] = {
     "reference": TwinViewsCfg.reference(),
-    "flow_blur": replace(PREVIOUS_DEFAULT, fps=None, worker=False, match_shadows=False),
-    "flow_blur_30fps": replace(PREVIOUS_DEFAULT, worker=False),
-    "flow_blur_30fps_worker": PREVIOUS_DEFAULT,
-    "flow_blur_30fps_worker_views_wide": TwinViewsCfg(sites=True),
-    "flow_blur_30fps_worker_views_wide_no_sites": TwinViewsCfg(),
+    "flow_blur": replace(FIRST_FAST, fps=None, worker=False, match_shadows=False),
+    "flow_blur_30fps": replace(FIRST_FAST, worker=False),
+    "flow_blur_30fps_worker": FIRST_FAST,
+    "flow_blur_30fps_worker_views_wide": replace(PREVIOUS_DEFAULT, sites=True),
+    "flow_blur_30fps_worker_views_wide_no_sites": PREVIOUS_DEFAULT,
+    "flow_blur_30fps_worker_views_wide_no_sites_lean": replace(PREVIOUS_DEFAULT, lean_geoms=True),
+    "flow_blur_30fps_worker_latency_2_views_wide_no_sites_lean": TwinViewsCfg(workers=1),
+    "flow_blur_30fps_workers_3_latency_2_views_wide_no_sites_lean": TwinViewsCfg(),
     "option_wrists_15fps": TwinViewsCfg(camera_fps=WRISTS_15FPS),
-    "option_workers_3": TwinViewsCfg(workers=3),
 }
 
 

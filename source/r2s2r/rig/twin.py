@@ -27,8 +27,9 @@ from r2s2r.rig.views import TwinViews, TwinViewsCfg, shadow_map_for
 from r2s2r.sim.camera import Intrinsics
 from r2s2r.sim.cell import STATUS_NAMES, Cell
 from r2s2r.sim.embodiment import TCP_POSE_DIM, Embodiment
+from r2s2r.sim.lean import mesh_primitives
 from r2s2r.sim.physics import make_physics
-from r2s2r.sim.scene import build_scene
+from r2s2r.sim.scene import OBJECT_PREFIX, build_scene
 from r2s2r.spec import TaskSpec, WorldSpec
 from r2s2r.spec.conditions import apply_condition
 from r2s2r.spec.world import CAMERA_NAMES
@@ -126,7 +127,7 @@ class TwinRig:
     Its cameras deliver the observation size (or, with ``native_cameras``, their own
     resolution, as the calibration captures want), rendered as ``views`` says
     (``rig/views.py``): by default each camera at 30 frames/s, rendered in a worker process
-    one control period behind the physics; native cameras default to the reference
+    of its own two control periods behind the physics; native cameras default to the reference
     (``TwinViewsCfg.reference()``: every period, in this process, no latency).
 
     By default the twin is as imperfect as a real cell (``imperfect.py``: noisy, quantized
@@ -197,6 +198,15 @@ class TwinRig:
             flaws.edit(spec, nominal_robot)
 
         scene = build_scene(self.task, drawn, extras, action_mode="tcp")
+        # The model the view workers draw: the same cell with its primitives as meshes.
+        render_model = None
+        if views.worker and views.lean_geoms:
+
+            def lean(spec: mujoco.MjSpec) -> None:
+                extras(spec)
+                mesh_primitives(spec, keep=lambda body: body.startswith(OBJECT_PREFIX))
+
+            render_model = build_scene(self.task, drawn, lean, action_mode="tcp").model
         belt = truth_world.layout.belt
         self._board_poses = board_placements(
             TWIN_BOARD,
@@ -241,6 +251,7 @@ class TwinRig:
             self.now,
             lambda: self.realtime,
             self._drops if flaws.readings.frame_drop else None,
+            render_model,
         )
         # The latest command of each arm: TCP target (7), then hand targets.
         emb = self.embodiment
@@ -293,8 +304,9 @@ class TwinRig:
                 self._cell.step(self._commanded().reshape(1, -1))
                 self._draws.clear()
                 self._update_backlash()
-                # Views only of the last two periods: one is rendered, the last one pipelined.
-                if periods - i <= 2:
+                # Views only of the last latency + 1 periods: the first is shown after the
+                # last period, the others are pipelined.
+                if periods - i <= self.views_cfg.latency + 1:
                     self._views.after_step()
             if self.realtime:
                 delay = self._wall_start + self.now() - time.monotonic()

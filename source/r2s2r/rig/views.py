@@ -3,34 +3,37 @@
 ``TwinViewsCfg`` says how: each camera at its own frame rate (a real camera delivers 30-60
 frames/s, not one per control period; between its frames a read returns its last one, as the
 recorder's stream sync expects), motion blur by one render and the image-space motion
-(``sim/blur.py``) or by renders at the shutter's start and end, and the renders in a worker
-process pipelined with the physics or in this one.
+(``sim/blur.py``) or by renders at the shutter's start and end, and the renders in worker
+processes pipelined with the physics or in this one.
 
 Pipelined, the views of the state after step k are rendered while the caller works and the
-physics computes step k + 1; a camera read after step k + 1 returns them. So a frame is one
-control period (20 ms) older than the state the arms report, and says so: ``Frame.stamp`` is
-the time of the state it shows. Right after a discontinuity (an object presented, the
-calibration board moved) nothing stale is shown: the first read renders the current state.
-Paced to the wall clock (``TwinRig(realtime=True)``, for a person at the keyboard or in a
-glove) a period never waits for the worker: when the views of a state are not ready, the
-cameras skip the frames they would have taken meanwhile (as a loaded USB camera drops them)
-and the physics keeps its 50 Hz.
-
-``TwinViewsCfg.reference()`` is the twin as it was before: every camera every period, in this
-process, blurred by two renders, no latency (the calibration captures use it).
+physics computes the next ``latency`` steps; a camera read after step k + latency returns
+them. So a frame is ``latency`` control periods (by default 2, 40 ms) older than the state
+the arms report, and says so: ``Frame.stamp`` is the time of the state it shows. Right after
+a discontinuity (an object presented, the calibration board moved) nothing stale is shown:
+the first read renders the current state. Paced to the wall clock
+(``TwinRig(realtime=True)``, for a person at the keyboard or in a glove) a period never
+waits for the worker: when the views of a state are not ready, the cameras skip the frames
+they would have taken meanwhile (as a loaded USB camera drops them) and the physics keeps
+its 50 Hz. ``TwinViewsCfg.reference()`` is the twin as it was before: every camera every
+period, in this process, blurred by two renders, no latency (the calibration captures use
+it).
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
+import multiprocessing
 import time
 import traceback
 import weakref
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing import get_context
 from multiprocessing.connection import Connection
+from multiprocessing.context import ForkServerContext, SpawnContext
 from multiprocessing.process import BaseProcess
 
 import mujoco
@@ -60,12 +63,19 @@ class TwinViewsCfg:
     # Motion blur: ``flow`` (one render blurred along its motion) or ``samples`` (renders at
     # the shutter's start and end, averaged).
     blur: str = "flow"
-    # Render in a worker process, pipelined with the physics (one period of latency).
+    # Render in worker processes, pipelined with the physics (``latency`` periods later).
     worker: bool = True
-    # How many worker processes share the cameras (each camera always in the same one): a
-    # single worker renders the views one after another on one core while the physics leaves
-    # the other nearly idle; more render them side by side.
-    workers: int = 1
+    # How many worker processes share the cameras (each camera always in the same one). One
+    # renders the three 256 px views one after another on one core (about 25 ms of CPU per
+    # 20 ms period at 30 frames/s) while the physics leaves the other core nearly idle; one
+    # per camera spreads them over every core (a worker starts in about a second, forked
+    # from a server that has imported the renderer once).
+    workers: int = 3
+    # Control periods from the state a frame shows to the first read that returns it (its
+    # transport latency: a USB camera's frames also reach the host tens of milliseconds after
+    # their exposure). A worker has that long for a frame and may hold that many requests,
+    # so one frame's renders overlap the next periods' physics and the other worker's renders.
+    latency: int = 2
     # Shadow map sized to the delivered images (at least twice their larger side) rather than
     # the world's, which is sized for native resolution.
     match_shadows: bool = True
@@ -81,12 +91,20 @@ class TwinViewsCfg:
     # Draw the model's sites (small grey markers at the fingertips, the TCP and the bins, no
     # part of the cell a real camera sees): each is one more draw in every render pass.
     sites: bool = False
+    # Render the arms' and hands' capsules and cylinders as meshes of the same shape and
+    # tessellation (``sim/lean.py``): one draw call each instead of three, about 15 % of a
+    # frame set's CPU on the software rasterizer, views within PSNR 50 dB (worker only).
+    lean_geoms: bool = True
 
     def __post_init__(self) -> None:
         if self.fps is not None and not self.fps > 0:
             raise ValueError(f"fps must be positive or None, got {self.fps!r}")
         if isinstance(self.workers, bool) or int(self.workers) != self.workers or self.workers < 1:
             raise ValueError(f"workers must be a positive integer, got {self.workers!r}")
+        if isinstance(self.latency, bool) or int(self.latency) != self.latency:
+            raise ValueError(f"latency must be a whole number of periods, got {self.latency!r}")
+        if not 1 <= self.latency <= 5:
+            raise ValueError(f"latency must be 1 to 5 control periods, got {self.latency!r}")
         for name, fps in self.camera_fps:
             if not fps > 0:
                 raise ValueError(f"camera_fps of {name!r} must be positive, got {fps!r}")
@@ -115,6 +133,7 @@ class TwinViewsCfg:
             match_shadows=False,
             wide_oversample=None,
             sites=True,
+            lean_geoms=False,
         )
 
 
@@ -178,8 +197,10 @@ class _Views:
         blur: str,
         native: bool,
         sites: bool = True,
+        cameras: tuple[str, ...] | None = None,
+        depth: bool = True,
     ) -> None:
-        self.renderer = SceneRenderer(physics, world, True, native, blur, sites)
+        self.renderer = SceneRenderer(physics, world, depth, native, blur, sites, cameras)
         self.physics, self.effects, self.rng = physics, effects, rng
 
     def render(self, names: tuple[str, ...]) -> dict[str, np.ndarray]:
@@ -188,13 +209,15 @@ class _Views:
 
 
 def _serve(conn: Connection) -> None:
-    """The worker: take its scene (model, world, effects, seed, blur, sites) from ``conn``, then
-    render (state, camera names) requests until ``None`` arrives."""
+    """The worker: take its scene (model, world, effects, seed, blur, sites, its cameras) from
+    ``conn``, then render (state, camera names) requests until ``None`` arrives."""
     views = None
     try:
-        model, world, effects, seed, blur, sites = conn.recv()
+        model, world, effects, seed, blur, sites, cameras = conn.recv()
         physics = MujocoPhysics(model)
-        views = _Views(physics, world, effects, np.random.default_rng(seed), blur, False, sites)
+        rng = np.random.default_rng(seed)
+        # Only its own cameras get render contexts (each takes a fifth of a second to make).
+        views = _Views(physics, world, effects, rng, blur, False, sites, cameras, depth=False)
         while True:
             request = conn.recv()
             if request is None:
@@ -203,13 +226,27 @@ def _serve(conn: Connection) -> None:
             state.write(physics)
             images = views.render(names)
             conn.send(("ok", (images, time.process_time())))
-    except EOFError:
+    except (EOFError, BrokenPipeError, ConnectionResetError):
         pass  # The twin went away without closing: nothing to answer.
     except Exception:  # noqa: BLE001 - any failure goes back to the twin, which raises it.
-        conn.send(("error", traceback.format_exc()))
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            conn.send(("error", traceback.format_exc()))
     finally:
         if views is not None:
             views.renderer.close()
+
+
+def _context() -> ForkServerContext | SpawnContext:
+    """Where view workers start: never a fork of a process that may hold OpenGL contexts.
+    Where the platform has it, a fork server that has imported this module once (a worker
+    then starts without importing mujoco, OpenCV and r2s2r again, which is most of its start
+    time); else a fresh interpreter."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return get_context("spawn")
+    ctx = get_context("forkserver")
+    # Read when the fork server starts (once per process); harmless afterwards.
+    ctx.set_forkserver_preload([__name__])
+    return ctx
 
 
 def _stop(process: BaseProcess, conn: Connection) -> None:
@@ -224,7 +261,8 @@ def _stop(process: BaseProcess, conn: Connection) -> None:
 
 
 class ViewWorker:
-    """A process that renders the twin's views of the states it is sent, one at a time."""
+    """A process that renders the twin's views of the states it is sent, in order; several
+    requests may be out at once (the pipe queues them)."""
 
     def __init__(
         self,
@@ -234,8 +272,10 @@ class ViewWorker:
         seed: int,
         blur: str,
         sites: bool = True,
+        cameras: tuple[str, ...] | None = None,
     ) -> None:
-        ctx = get_context("spawn")  # Never fork a process holding OpenGL contexts.
+        """``cameras``: the ones it will be asked for (default all)."""
+        ctx = _context()
         self._conn, child = ctx.Pipe()
         # The scene goes over the pipe, not as the process's arguments: multiprocessing
         # writes those to the new process while it still holds the pipe's other end, so a
@@ -245,7 +285,7 @@ class ViewWorker:
         self.process.start()
         child.close()
         try:
-            self._conn.send((model, world, effects, seed, blur, sites))
+            self._conn.send((model, world, effects, seed, blur, sites, cameras))
         except (BrokenPipeError, ConnectionResetError) as err:
             self.process.join(_JOIN_S)
             raise RuntimeError(
@@ -254,26 +294,25 @@ class ViewWorker:
                 "script must be a file whose main code sits under "
                 '`if __name__ == "__main__":`'
             ) from err
-        self.in_flight: tuple[str, ...] | None = None
+        # The camera names of each request out, oldest first.
+        self.pending: deque[tuple[str, ...]] = deque()
         # The worker's CPU time (s, all its threads) when it finished its latest views.
         self.cpu_s = 0.0
         self._finalizer = weakref.finalize(self, _stop, self.process, self._conn)
 
     def submit(self, state: ViewState, names: tuple[str, ...]) -> None:
-        if self.in_flight is not None:
-            raise RuntimeError("the view worker is busy: collect its views first")
         self._conn.send((state, names))
-        self.in_flight = names
+        self.pending.append(names)
 
     def ready(self) -> bool:
-        """Whether the submitted state's views are done (or nothing is out)."""
-        return self.in_flight is None or self._conn.poll()
+        """Whether the oldest request's views are done (or nothing is out)."""
+        return not self.pending or self._conn.poll()
 
     def collect(self) -> dict[str, np.ndarray]:
-        """The views of the submitted state (waits for them)."""
-        if self.in_flight is None:
+        """The views of the oldest request out (waits for them)."""
+        if not self.pending:
             return {}
-        self.in_flight = None
+        self.pending.popleft()
         try:
             kind, payload = self._conn.recv()
         except EOFError:
@@ -290,40 +329,76 @@ class ViewWorker:
         self._finalizer()
 
 
+def share(names: tuple[str, ...], workers: int, k: int) -> tuple[str, ...]:
+    """The cameras of ``names`` that worker ``k`` of ``workers`` renders (every n-th)."""
+    return names[k::workers]
+
+
+@dataclass(frozen=True)
+class _Request:
+    """Views asked of one worker: of the state at ``time``, shown from period ``due`` on."""
+
+    time: float
+    due: int
+    names: tuple[str, ...]
+
+
 class ViewWorkers:
-    """Several ``ViewWorker`` processes behind one worker's interface: each camera is always
-    rendered by the same one, and a request's cameras are rendered side by side."""
+    """The twin's view processes: each camera is always rendered by the same one, a request's
+    cameras side by side, and each process works through its requests in order."""
 
     def __init__(self, members: list[ViewWorker], names: tuple[str, ...]) -> None:
+        """``members[k]`` renders ``share(names, len(members), k)``."""
         self.members = members
-        self._of = {name: members[i % len(members)] for i, name in enumerate(names)}
-        self.in_flight: tuple[str, ...] | None = None
+        self._of = {
+            name: w for k, w in enumerate(members) for name in share(names, len(members), k)
+        }
+        self._requests: dict[int, deque[_Request]] = {id(w): deque() for w in members}
+        # The members that have the object sizes of the current episode.
+        self._shaped: set[int] = set()
 
     @property
     def cpu_s(self) -> float:
         """The workers' CPU time (s, all their threads) when they finished their latest views."""
         return sum(w.cpu_s for w in self.members)
 
-    def submit(self, state: ViewState, names: tuple[str, ...]) -> None:
-        if self.in_flight is not None:
-            raise RuntimeError("the view workers are busy: collect their views first")
+    def of(self, name: str) -> ViewWorker:
+        return self._of[name]
+
+    def backlog(self, name: str) -> int:
+        """How many requests are out at the worker of camera ``name``."""
+        return len(self._requests[id(self._of[name])])
+
+    def busy(self) -> bool:
+        return any(self._requests[id(w)] for w in self.members)
+
+    def submit(self, physics: Physics, names: tuple[str, ...], time: float, due: int) -> None:
+        """Send the views ``names`` of ``physics``' state (at ``time``) to their workers."""
         for worker in self.members:
             mine = tuple(n for n in names if self._of[n] is worker)
-            if mine:
-                worker.submit(state, mine)
-        self.in_flight = names
+            if not mine:
+                continue
+            key = id(worker)
+            worker.submit(ViewState.of(physics, shapes=key not in self._shaped), mine)
+            self._shaped.add(key)
+            self._requests[key].append(_Request(time, due, mine))
 
-    def ready(self) -> bool:
-        return all(w.ready() for w in self.members)
-
-    def collect(self) -> dict[str, np.ndarray]:
-        if self.in_flight is None:
-            return {}
-        self.in_flight = None
-        views: dict[str, np.ndarray] = {}
+    def collect(self, period: int | None, wait: bool) -> list[tuple[float, dict[str, np.ndarray]]]:
+        """(time, views) of the requests due by ``period`` (None: every request out), oldest
+        first per worker; with ``wait`` off only those already done."""
+        out = []
         for worker in self.members:
-            views.update(worker.collect())
-        return views
+            queue = self._requests[id(worker)]
+            while queue and (period is None or queue[0].due <= period):
+                if not wait and not worker.ready():
+                    break
+                out.append((queue.popleft().time, worker.collect()))
+        return out
+
+    def restart(self) -> None:
+        """Drop every request out; the next ones carry the object sizes again."""
+        self.collect(None, wait=True)
+        self._shaped.clear()
 
     def close(self) -> None:
         for worker in self.members:
@@ -346,8 +421,12 @@ class TwinViews:
         clock: Callable[[], float],
         paced: Callable[[], bool] = lambda: False,
         drops: Callable[[str], bool] | None = None,
+        render_model: mujoco.MjModel | None = None,
     ) -> None:
         self.cfg, self.physics, self.world, self.effects = cfg, physics, world, effects
+        # The model the worker processes render (the physics' own when None): the same state
+        # layout, possibly drawn with fewer calls (``TwinViewsCfg.lean_geoms``).
+        self.render_model = render_model
         # Whether a camera drops the frame it is due to take now (the imperfect twin's): it
         # delivers its last frame again, and takes the next one on schedule.
         self.drops = drops
@@ -361,13 +440,10 @@ class TwinViews:
         self._seed = seed
         self._rng = np.random.default_rng(seed)
         self._local: _Views | None = None
-        self.worker: ViewWorker | ViewWorkers | None = None
+        self.worker: ViewWorkers | None = None
         # The frames a read returns now, and each camera's latest frame number taken.
         self._held: dict[str, Frame] = {}
         self._taken: dict[str, int] = {}
-        self._in_flight_time = 0.0
-        # Whether the worker's model must get the object sizes (they change between episodes).
-        self._send_shapes = True
 
     # -------------------------------------------------------------- schedule
     def _number(self, name: str, t: float) -> int:
@@ -400,11 +476,14 @@ class TwinViews:
             self._taken[name] = self._number(name, t)
 
     # ---------------------------------------------------------------- frames
+    def _period(self, t: float) -> int:
+        return int(round(t / self.period_s))
+
     def read(self, name: str) -> Frame:
         """The camera's frame now (rendering what must be rendered first)."""
         if self.cfg.worker:
-            if name not in self._held:
-                self._absorb()
+            if name not in self._held and self.worker is not None:
+                self._absorb(self.worker.collect(None, wait=True))
             if name not in self._held:
                 self._render_now(self.names)
             return self._held[name]
@@ -419,51 +498,49 @@ class TwinViews:
         return self.local().renderer.render_depth()[0]
 
     def after_step(self) -> None:
-        """The physics advanced one period: take the pipelined views of the last state and
-        send this one's to the worker (only once the cameras are being read)."""
-        if self.worker is None:
+        """The physics advanced one period: take the views due now (``cfg.latency`` periods
+        after the state they show) and send the views this state's due frames need (only
+        once the cameras are being read)."""
+        pool = self.worker
+        if pool is None:
             return
-        if self.paced() and not self.worker.ready():
-            # Paced to the wall clock, the period goes on: these views come later, and the
-            # cameras take their next frames from the state when they are free again.
-            return
-        self._absorb()
         t = self.clock()
+        period = self._period(t)
+        # Paced to the wall clock a period never waits: views not done yet come later, and
+        # a camera whose worker is still behind skips the frames it would take meanwhile.
+        paced = self.paced()
+        self._absorb(pool.collect(period, wait=not paced))
         due = self._due(t)
+        if paced:
+            due = tuple(n for n in due if pool.backlog(n) < self.cfg.latency)
         if due:
-            self._submit(self.worker, due, t)
+            pool.submit(self.physics, due, t, period + self.cfg.latency)
+            self._mark(due, t)
 
     def restart(self) -> None:
         """The state jumped (an episode started, a prop moved): forget every frame; the next
         read shows the state as it is now."""
-        if self.worker is not None and self.worker.in_flight is not None:
-            self.worker.collect()
-        self._send_shapes = True
+        if self.worker is not None:
+            self.worker.restart()
         self._held.clear()
         self._taken.clear()
 
-    def _absorb(self) -> None:
-        """Take the worker's finished views, if a request is out."""
-        if self.worker is None or self.worker.in_flight is None:
-            return
-        for cam, image in self.worker.collect().items():
-            self._held[cam] = Frame(self._in_flight_time, image)
+    def _absorb(self, done: list[tuple[float, dict[str, np.ndarray]]]) -> None:
+        for stamp, views in done:
+            for cam, image in views.items():
+                self._held[cam] = Frame(stamp, image)
 
     def _render_now(self, names: tuple[str, ...]) -> None:
         """Render ``names`` of the current state and wait for them."""
         t = self.clock()
         if self.cfg.worker:
-            self._submit(self._start(), names, t)
-            self._absorb()
+            pool = self._start()
+            pool.submit(self.physics, names, t, self._period(t))
+            self._mark(names, t)
+            self._absorb(pool.collect(None, wait=True))
             return
         for cam, image in self.local().render(names).items():
             self._held[cam] = Frame(t, image)
-        self._mark(names, t)
-
-    def _submit(self, worker: ViewWorker | ViewWorkers, names: tuple[str, ...], t: float) -> None:
-        worker.submit(ViewState.of(self.physics, shapes=self._send_shapes), names)
-        self._send_shapes = False
-        self._in_flight_time = t
         self._mark(names, t)
 
     def local(self) -> _Views:
@@ -479,15 +556,20 @@ class TwinViews:
             )
         return self._local
 
-    def _start(self) -> ViewWorker | ViewWorkers:
+    def _start(self) -> ViewWorkers:
         if self.worker is None:
-            model, world, effects, seed = self.physics.model, self.world, self.effects, self._seed
+            model = self.render_model if self.render_model is not None else self.physics.model
+            world, effects, seed = self.world, self.effects, self._seed
             # Each worker draws its cameras' noise from a stream of its own.
+            n = self.cfg.workers
             members = [
-                ViewWorker(model, world, effects, seed + 7919 * k, self.cfg.blur, self.cfg.sites)
-                for k in range(self.cfg.workers)
-            ]
-            self.worker = members[0] if len(members) == 1 else ViewWorkers(members, self.names)
+                ViewWorker(
+                    model, world, effects, seed + 7919 * k, self.cfg.blur, self.cfg.sites,
+                    share(self.names, n, k),
+                )
+                for k in range(n)
+            ]  # fmt: skip
+            self.worker = ViewWorkers(members, self.names)
         return self.worker
 
     def close(self) -> None:

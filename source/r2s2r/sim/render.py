@@ -167,9 +167,14 @@ class SceneRenderer:
         native: bool = False,
         blur: str = "samples",
         sites: bool = True,
+        cameras: tuple[str, ...] | None = None,
     ) -> None:
+        """``cameras``: the cameras it renders (default all); only theirs get contexts."""
         if blur not in BLUR_MODES:
             raise ValueError(f"blur must be one of {BLUR_MODES}, got {blur!r}")
+        unknown = sorted(set(cameras or ()) - set(CAMERA_NAMES))
+        if unknown:
+            raise ValueError(f"unknown cameras {unknown}; the cell's are {list(CAMERA_NAMES)}")
         model = physics.model
         self.physics = physics
         self.model = model
@@ -179,7 +184,8 @@ class SceneRenderer:
         self.option = mujoco.MjvOption()
         if not sites:
             self.option.sitegroup[:] = 0
-        self.plans = plan_cameras(model, world, native)
+        plans = plan_cameras(model, world, native)
+        self.plans = [p for p in plans if cameras is None or p.name in cameras]
         self._flows: dict[str, MotionFlow] = {}
         self._renderers: dict[tuple[int, int], mujoco.Renderer] = {}
         for plan in self.plans:
@@ -187,7 +193,7 @@ class SceneRenderer:
             if (w, h) not in self._renderers:
                 self._renderers[(w, h)] = _make_renderer(model, w, h)
         self._depth: mujoco.Renderer | None = None
-        self._depth_plan = self.plans[CAMERA_NAMES.index("head")]
+        self._depth_plan = plans[CAMERA_NAMES.index("head")]
         if depth:
             w, h = self._depth_plan.render_size
             self._depth = _make_renderer(model, w, h)

@@ -1,0 +1,92 @@
+"""Primitives as meshes for renders (``sim/lean.py``): the same shapes, ids and views."""
+
+from __future__ import annotations
+
+import mujoco
+import numpy as np
+import pytest
+
+from r2s2r.sim.lean import capsule_mesh, cylinder_mesh, mesh_primitives
+from r2s2r.sim.physics import MujocoPhysics
+from r2s2r.sim.render import SceneRenderer
+from r2s2r.sim.scene import OBJECT_PREFIX, build_scene
+from r2s2r.spec.worlds import load_task, load_world
+
+
+def _outward(verts: np.ndarray, normals: np.ndarray, faces: np.ndarray) -> None:
+    """Every non-degenerate triangle winds counter-clockwise seen from outside, and its
+    vertices' normals point out of the axis."""
+    a, b, c = verts[faces[:, 0]], verts[faces[:, 1]], verts[faces[:, 2]]
+    cross = np.cross(b - a, c - a)
+    area = np.linalg.norm(cross, axis=1)
+    keep = area > 1e-12
+    centre = (a + b + c)[keep] / 3.0
+    assert np.all(np.einsum("ij,ij->i", cross[keep], centre) > 0)
+    np.testing.assert_allclose(np.linalg.norm(normals, axis=1), 1.0, atol=1e-12)
+
+
+def test_capsule_and_cylinder_meshes_have_the_primitives_shape() -> None:
+    verts, normals, faces = capsule_mesh(0.04, 0.1, slices=12, stacks=8)
+    _outward(verts, normals, faces)
+    assert verts[:, 2].min() == pytest.approx(-0.14) and verts[:, 2].max() == pytest.approx(0.14)
+    radial = np.linalg.norm(verts[:, :2], axis=1)
+    assert radial.max() == pytest.approx(0.04)
+    # Every vertex lies on the capsule: within r of the segment on the axis.
+    axial = np.clip(verts[:, 2], -0.1, 0.1)
+    np.testing.assert_allclose(np.hypot(radial, verts[:, 2] - axial), 0.04, atol=1e-12)
+    verts, normals, faces = cylinder_mesh(0.05, 0.02, slices=12)
+    _outward(verts, normals, faces)
+    assert np.abs(verts[:, 2]).max() == pytest.approx(0.02)
+    assert np.linalg.norm(verts[:, :2], axis=1).max() == pytest.approx(0.05)
+    # Flat caps: their normals are axial; the side's are radial.
+    caps = np.abs(normals[:, 2]) == 1.0
+    assert caps.sum() == 4 * 12 and np.all(normals[~caps, 2] == 0.0)
+
+
+def _psnr(a: np.ndarray, b: np.ndarray) -> float:
+    mse = float(np.mean((a.astype(np.float64) - b) ** 2))
+    return 10.0 * np.log10(255.0**2 / max(mse, 1e-12))
+
+
+def test_meshed_cell_keeps_ids_state_and_look() -> None:
+    """The arms' and hands' capsules and cylinders become meshes, the objects keep theirs;
+    every geom keeps its id and body, the state layout is the same, and the three views of
+    the same state (arms bent, shadows on) match the primitives' closely."""
+    task = load_task("pick_sort")
+    world = load_world("nominal")
+    world = world.replace(render=world.render.model_copy(update={"shadows": True}))
+    turned: list[int] = []
+
+    def lean(spec: mujoco.MjSpec) -> None:
+        turned.append(mesh_primitives(spec, keep=lambda body: body.startswith(OBJECT_PREFIX)))
+
+    plain = build_scene(task, world).model
+    meshed = build_scene(task, world, lean).model
+    mesh, capsule = int(mujoco.mjtGeom.mjGEOM_MESH), int(mujoco.mjtGeom.mjGEOM_CAPSULE)
+    primitive = np.isin(plain.geom_type, [capsule, int(mujoco.mjtGeom.mjGEOM_CYLINDER)])
+    on_object = np.array([plain.body(b).name.startswith(OBJECT_PREFIX) for b in plain.geom_bodyid])
+    assert turned == [int(np.sum(primitive & ~on_object))] and turned[0] >= 40
+    assert (plain.ngeom, plain.nbody, plain.nq, plain.nv) == (
+        meshed.ngeom, meshed.nbody, meshed.nq, meshed.nv,
+    )  # fmt: skip
+    np.testing.assert_array_equal(plain.geom_bodyid, meshed.geom_bodyid)
+    np.testing.assert_array_equal(meshed.geom_type[primitive & ~on_object], mesh)
+    np.testing.assert_array_equal(meshed.geom_type[on_object], plain.geom_type[on_object])
+    np.testing.assert_array_equal(meshed.geom_rgba, plain.geom_rgba)
+
+    views = []
+    for model in (plain, meshed):
+        physics = MujocoPhysics(model)
+        data = physics.mjdata(0)
+        data.qpos[:] = model.qpos0
+        hinges = np.flatnonzero(model.jnt_type == int(mujoco.mjtJoint.mjJNT_HINGE))
+        assert len(hinges) >= 14
+        for k, j in enumerate(hinges):
+            data.qpos[model.jnt_qposadr[j]] = 0.3 * np.sin(k)
+        renderer = SceneRenderer(physics, world, blur="samples")
+        try:
+            views.append(renderer.render_cameras(physics.mjdata(0)))
+        finally:
+            renderer.close()
+    for name in views[0]:
+        assert _psnr(views[0][name], views[1][name]) > 45.0, name
