@@ -1,15 +1,21 @@
 """The Mimic env's six methods (Isaac Lab Mimic's ``ManagerBasedRLMimicEnv`` interface) on a
-recorded demo replayed in the Isaac Lab env."""
+recorded demo replayed in the Isaac Lab env, and the checks Mimic's scripts make of the env."""
 
 from __future__ import annotations
 
+import gc
 import inspect
+import sys
+import warnings
+import weakref
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import r2s2r_isaaclab
 import torch
-from isaaclab.envs import ManagerBasedRLMimicEnv
+from isaaclab.envs import ManagerBasedEnv, ManagerBasedRLEnv, ManagerBasedRLMimicEnv
+from isaaclab.sim import SimulationContext
 from r2s2r_isaaclab.mimic import PickSortMimicEnv
 
 from r2s2r.data.config import ACTION_KEY, ENV_STATE_KEY
@@ -27,6 +33,14 @@ SIX = (
 MIMIC_TASK = "Isaac-R2S2R-PickSort-Ungrounded-Mimic-v0"
 # Steps replayed past the one at which the core's cell lifts the object.
 AFTER_LIFT = 20
+# What the Mimic env takes from ManagerBasedRLMimicEnv and its bases as they are: what holds
+# for it (read from the config), Mimic's optional methods it does not implement, and private
+# helpers that only the methods it overrides call.
+INHERITED = {
+    "physics_dt", "step_dt", "max_episode_length", "max_episode_length_s", "is_vector_env",
+    "get_subtask_start_signals", "get_navigation_state",
+    "_init_sim", "_reset_idx", "_configure_gym_env_spaces", "_collect_io_descriptors",
+}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -157,3 +171,70 @@ def test_isaac_lab_mimics_generator_consumes_an_r2s2r_demo(mimic_env, demo, tmp_
         np.linalg.inv(now) @ poses[-1], np.linalg.inv(src) @ last_src, atol=1e-4
     )
     assert not np.allclose(now, src, atol=1e-3), "the object did not move: the test shows nothing"
+
+
+def test_mimic_scripts_accept_the_env_that_gym_makes():
+    """The checks Isaac Lab Mimic's scripts make after ``gym.make(task, cfg=env_cfg).unwrapped``
+    (generate_dataset.py; annotate_demos.py with --auto), quoted; the env is an interface
+    subclass of ManagerBasedRLMimicEnv that builds no simulation context and steps, resets,
+    closes and is collected without touching ManagerBasedEnv's machinery."""
+    cfg = r2s2r_isaaclab.make_env_cfg(MIMIC_TASK, num_envs=1)
+    cfg.sim.physics.solver_cfg.use_mujoco_cpu = True
+    env = gym.make(MIMIC_TASK, cfg=cfg).unwrapped
+    # generate_dataset.py and annotate_demos.py:
+    if not isinstance(env, ManagerBasedRLMimicEnv):
+        raise ValueError("The environment should be derived from ManagerBasedRLMimicEnv")
+    # generate_dataset.py (which logs a warning where this fails):
+    if "action_noise_dict" not in inspect.signature(env.target_eef_pose_to_action).parameters:
+        pytest.fail('the "noise" parameter of target_eef_pose_to_action is deprecated')
+    # annotate_demos.py --auto:
+    if env.get_subtask_term_signals.__func__ is ManagerBasedRLMimicEnv.get_subtask_term_signals:
+        raise NotImplementedError(
+            "The environment does not implement the get_subtask_term_signals method required "
+            "to run automatic annotations."
+        )
+    # ... and with --annotate_subtask_start_signals it refuses the env: no start signals.
+    start = env.get_subtask_start_signals.__func__
+    assert start is ManagerBasedRLMimicEnv.get_subtask_start_signals
+    assert SimulationContext.instance() is None
+
+    # What it takes from Isaac Lab's classes as they are; the rest is ours or gymnasium's.
+    isaac = (ManagerBasedRLMimicEnv, ManagerBasedRLEnv, ManagerBasedEnv)
+    names = {n for c in isaac for n in vars(c)} - {"__module__", "__doc__", "__dict__",
+                                                   "__weakref__", "__annotations__"}  # fmt: skip
+    owner = {n: next(c for c in PickSortMimicEnv.__mro__ if n in vars(c)) for n in names}
+    assert {n for n, c in owner.items() if c in isaac} == INHERITED
+    assert env.physics_dt == env.world_spec.timestep
+    assert env.step_dt == pytest.approx(env.cell.dt)
+    assert env.max_episode_length == env.cell.max_steps
+    assert env.num_envs == 1 and env.device == "cpu" and env.unwrapped is env
+    # What needs managers or a simulation context it does not have says so.
+    for name, args in (("seed", (0,)), ("load_managers", ()), ("setup_manager_visualizers", ()),
+                       ("export_IO_descriptors", ())):  # fmt: skip
+        with pytest.raises(NotImplementedError, match=rf"^PickSortMimicEnv\.{name}: "):
+            getattr(env, name)(*args)
+    assert not hasattr(env, "get_IO_descriptors")
+
+    # Steps, resets, closes; collected without a warning or an error from a finalizer.
+    unraisable = []
+    hook, sys.unraisablehook = sys.unraisablehook, unraisable.append
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            obs, _ = env.reset(seed=0)
+            hold = torch.as_tensor(env.contract.join_action(obs["tcp_pose"], obs["hand_joints"]))
+            for _ in range(3):
+                env.step(hold)
+            env.reset(env_ids=[0], seed=1)
+            env.step(hold)
+            env.close()
+            env.close()
+            assert env.closed and env.sim.is_stopped()
+            collected = weakref.ref(env)
+            del env
+            gc.collect()
+    finally:
+        sys.unraisablehook = hook
+    assert collected() is None, "the env was not collected: the test shows nothing"
+    assert not unraisable, [u.exc_value for u in unraisable]
+    assert not caught, [str(w.message) for w in caught]

@@ -10,8 +10,10 @@ Importing it registers the tasks (``TASK_IDS``). Public API:
 - ``make_env(task_id, device="cpu", num_envs=None)``: the built env.
 
 Modules: ``env_cfg`` (config classes), ``env`` (the env), ``mimic`` (the Mimic env),
-``newton_physics`` (the physics backend), ``hdf5`` (dataset conversion to and from Isaac
-Lab's HDF5 format). The USD export of the cell is in the core: ``r2s2r.sim.usd``.
+``mdp`` (its observation, success and recorder terms), ``scene_state`` (its ``scene``:
+Isaac Lab's ``get_state`` / ``reset_to``), ``newton_physics`` (the physics backend), ``hdf5``
+(dataset conversion to and from Isaac Lab's HDF5 format). The USD export of the cell is in
+the core: ``r2s2r.sim.usd``.
 """
 
 from __future__ import annotations

@@ -4,7 +4,9 @@ A config names its world, condition and task the way the core does; every number
 scene (timestep, control rate, episode length, action and observation sizes) is read from
 those specs in ``__post_init__``, so nothing here is a second copy of them. One config class
 per registered task (``names.task_variants``), made from ``PickSortEnvCfg`` and, for the
-Mimic tasks, Isaac Lab's ``MimicEnvCfg``.
+Mimic tasks, Isaac Lab's ``MimicEnvCfg`` with what Isaac Lab Mimic's generation loop reads
+from a config (``terminations.success``, ``observations.policy``, ``recorders``,
+``mimic_recorder_config``; terms in ``r2s2r_isaaclab.mdp``).
 """
 
 from __future__ import annotations
@@ -13,7 +15,15 @@ import sys
 from typing import cast
 
 from isaaclab.envs import DirectRLEnvCfg
+from isaaclab.envs.mdp.recorders.recorders_cfg import (
+    InitialStateRecorderCfg,
+    PostStepStatesRecorderCfg,
+    PreStepFlatPolicyObservationsRecorderCfg,
+)
 from isaaclab.envs.mimic_env_cfg import MimicEnvCfg, SubTaskConfig
+from isaaclab.managers import ObservationGroupCfg, RecorderManagerBaseCfg
+from isaaclab.managers import ObservationTermCfg as ObsTerm
+from isaaclab.managers import TerminationTermCfg as DoneTerm
 from isaaclab.scene import InteractiveSceneCfg
 from isaaclab.sim import SimulationCfg
 from isaaclab.utils import configclass
@@ -23,6 +33,7 @@ from r2s2r.sim.contract import Contract
 from r2s2r.sim.embodiment import ACTION_MODES, ActionMode
 from r2s2r.sim.scene import build_scene
 from r2s2r.spec import TaskSpec, WorldSpec
+from r2s2r_isaaclab import mdp
 from r2s2r_isaaclab.names import TaskVariant, task_variants, variant_specs
 
 # MuJoCo Warp's per-world buffers for the cell (as the core's mujoco_warp backend sizes them).
@@ -105,8 +116,65 @@ def mimic_subtasks(eef: str) -> list[SubTaskConfig]:
 
 
 @configclass
+class TaskInstanceCfg:
+    """One episode's start, which the cell otherwise draws (the core's ``TaskInstance``)."""
+
+    # The presented object (a name among the task's objects).
+    object_name: str = ""
+    # Where it appears: offset across the belt (m) and turn about the vertical (rad).
+    lateral: float = 0.0
+    yaw: float = 0.0
+    # The belt's speed (m/s, above 0).
+    belt_speed: float = 0.0
+
+
+@configclass
+class PolicyObsCfg(ObservationGroupCfg):
+    """The ``policy`` observations Isaac Lab's recorders store as ``obs`` (flat per env)."""
+
+    tcp_pose = ObsTerm(func=mdp.tcp_pose)
+    arm_joints = ObsTerm(func=mdp.arm_joints)
+    hand_joints = ObsTerm(func=mdp.hand_joints)
+    object = ObsTerm(func=mdp.object_pose)
+
+
+@configclass
+class MimicObservationsCfg:
+    policy: PolicyObsCfg = PolicyObsCfg()
+
+
+@configclass
+class MimicTerminationsCfg:
+    """Mimic's generator judges each step with ``success``; the episode itself ends by the core
+    cell's rules (every object judged, or out of time)."""
+
+    success = DoneTerm(func=mdp.object_sorted)
+
+
+@configclass
+class PickSortRecorderManagerCfg(RecorderManagerBaseCfg):
+    """What a Mimic run records: Isaac Lab's initial-state, state and policy-observation terms,
+    and the stepped actions (``mdp.PreStepActionsRecorder``)."""
+
+    record_initial_state = InitialStateRecorderCfg()
+    record_post_step_states = PostStepStatesRecorderCfg()
+    record_pre_step_actions = mdp.PreStepActionsRecorderCfg()
+    record_pre_step_flat_policy_observations = PreStepFlatPolicyObservationsRecorderCfg()
+
+
+@configclass
 class PickSortMimicEnvCfg(PickSortEnvCfg, MimicEnvCfg):
     """The pick-and-sort env for Isaac Lab Mimic (``r2s2r_isaaclab.mimic``)."""
+
+    observations: MimicObservationsCfg = MimicObservationsCfg()
+    # None (as Isaac Lab Mimic's setup_env_config sets it): episodes end only by a reset.
+    terminations: MimicTerminationsCfg | None = MimicTerminationsCfg()
+    # Isaac Lab's recorder manager; no terms by default (setup_env_config sets them).
+    recorders: RecorderManagerBaseCfg = RecorderManagerBaseCfg()
+    mimic_recorder_config: RecorderManagerBaseCfg | None = PickSortRecorderManagerCfg()
+    # Resets start these instances in turn (cycling; a seeded full reset starts over) instead
+    # of drawing them; empty: drawn, as in the core.
+    reset_instances: list[TaskInstanceCfg] = []
 
     def __post_init__(self) -> None:
         PickSortEnvCfg.__post_init__(self)

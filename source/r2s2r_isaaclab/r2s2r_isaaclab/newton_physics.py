@@ -113,7 +113,6 @@ class NewtonPhysics:
         self._delayed = np.array(
             [k for k, i in enumerate(self._act_core) if core_delay[i] > 0], dtype=int
         )
-        self._prev_ctrl: np.ndarray | None = None
         self._diverged = np.zeros(num_worlds, dtype=bool)
         self._cpu = mujoco.MjData(model)
         self._qpos = np.zeros((num_worlds, model.nq))
@@ -167,6 +166,18 @@ class NewtonPhysics:
             self.newton_model, self._state, data, state_prev=self._state
         )
 
+    def _warmstart(self) -> np.ndarray:
+        """The solver's warm start (MuJoCo's ``qacc_warmstart``) of every world, (N, nv)."""
+        if self.solver.use_mujoco_cpu:
+            return self.solver.mj_data.qacc_warmstart[None].copy()
+        return self.solver.mjw_data.qacc_warmstart.numpy().reshape(self.num_worlds, -1).copy()
+
+    def _set_warmstart(self, warm: np.ndarray) -> None:
+        if self.solver.use_mujoco_cpu:
+            self.solver.mj_data.qacc_warmstart[:] = warm[0]
+        else:
+            self.solver.mjw_data.qacc_warmstart.assign(warm.astype(np.float32))
+
     def _set_ctrl(self, ctrl: np.ndarray) -> None:
         flat = np.zeros((self.num_worlds, self._nu), dtype=np.float32)
         flat[:, self._act_src] = ctrl[:, self._act_core]
@@ -180,14 +191,18 @@ class NewtonPhysics:
         self._qpos[worlds] = qpos
         self._qvel[worlds] = qvel
         self._ctrl[worlds] = ctrl
-        if self._prev_ctrl is not None:
-            self._prev_ctrl[worlds] = ctrl
         self._diverged[worlds] = False
+        # A new episode starts cold, as MuJoCo's mj_resetData leaves it: no solver warm start
+        # carried over from the previous one.
+        warm = self._warmstart()
+        warm[worlds] = 0.0
+        self._set_warmstart(warm)
         self._push()
 
     def step(self, ctrl: np.ndarray, nstep: int) -> None:
         ctrl = np.asarray(ctrl, dtype=np.float64).reshape(self.num_worlds, -1)
-        prev = self._prev_ctrl if self._prev_ctrl is not None else ctrl
+        # The command of the previous control step (or the one a reset set).
+        prev = self._ctrl.copy()
         dt = float(self.model.opt.timestep)
         held = min(self._delay_steps, nstep) if len(self._delayed) else 0
         if held:
@@ -199,7 +214,6 @@ class NewtonPhysics:
             self._substeps(held, dt)
         self._set_ctrl(ctrl)
         self._substeps(nstep - held, dt)
-        self._prev_ctrl = ctrl.copy()
         self._ctrl[:] = ctrl
         self._pull()
         bad = ~np.isfinite(self._qpos).all(1) | ~np.isfinite(self._qvel).all(1)
@@ -218,6 +232,31 @@ class NewtonPhysics:
         _check_world(world, self.num_worlds)
         self._qpos[world] = qpos
         self._qvel[world] = qvel
+        self._push()
+
+    def snapshot(self, worlds: np.ndarray) -> dict[str, np.ndarray]:
+        """What the next steps of ``worlds`` depend on, ``(len(worlds), ...)`` each: ``qpos``,
+        ``qvel``, ``ctrl`` (the last command, which the delayed actuators still see at the start
+        of the next step) and ``warmstart`` (the solver's ``qacc_warmstart``)."""
+        w = np.asarray(worlds, dtype=int)
+        return {
+            "qpos": self._qpos[w].copy(),
+            "qvel": self._qvel[w].copy(),
+            "ctrl": self._ctrl[w].copy(),
+            "warmstart": self._warmstart()[w],
+        }
+
+    def restore(self, worlds: np.ndarray, snapshot: dict[str, np.ndarray]) -> None:
+        """Put ``worlds`` back into the state a ``snapshot`` of them holds (the divergence flag
+        is cleared, as by a reset)."""
+        w = np.asarray(worlds, dtype=int)
+        self._qpos[w] = snapshot["qpos"]
+        self._qvel[w] = snapshot["qvel"]
+        self._ctrl[w] = snapshot["ctrl"]
+        warm = self._warmstart()
+        warm[w] = snapshot["warmstart"]
+        self._set_warmstart(warm)
+        self._diverged[w] = False
         self._push()
 
     def write_qpos(
