@@ -1,4 +1,5 @@
-"""Primitives as meshes for renders (``sim/lean.py``): the same shapes, ids and views."""
+"""Cheaper renders with the same look: primitives as meshes (``sim/lean.py``), the same
+shapes, ids and views, drawn by the twin's view workers; a floor without a shadow."""
 
 from __future__ import annotations
 
@@ -6,10 +7,13 @@ import mujoco
 import numpy as np
 import pytest
 
+from r2s2r.rig.twin import TwinRig
+from r2s2r.rig.views import TwinViewsCfg
 from r2s2r.sim.lean import capsule_mesh, cylinder_mesh, mesh_primitives
 from r2s2r.sim.physics import MujocoPhysics
 from r2s2r.sim.render import SceneRenderer
 from r2s2r.sim.scene import OBJECT_PREFIX, build_scene
+from r2s2r.spec import WorldSpec
 from r2s2r.spec.worlds import load_task, load_world
 
 
@@ -43,6 +47,20 @@ def test_capsule_and_cylinder_meshes_have_the_primitives_shape() -> None:
     assert caps.sum() == 4 * 12 and np.all(normals[~caps, 2] == 0.0)
 
 
+def _shadowed() -> WorldSpec:
+    world = load_world("nominal")
+    return world.replace(render=world.render.model_copy(update={"shadows": True}))
+
+
+def _views(physics: MujocoPhysics, world: WorldSpec) -> dict[str, np.ndarray]:
+    """The three views of ``physics``' state, blurred by renders (no noise)."""
+    renderer = SceneRenderer(physics, world, blur="samples")
+    try:
+        return renderer.render_cameras(physics.mjdata(0))
+    finally:
+        renderer.close()
+
+
 def _psnr(a: np.ndarray, b: np.ndarray) -> float:
     mse = float(np.mean((a.astype(np.float64) - b) ** 2))
     return 10.0 * np.log10(255.0**2 / max(mse, 1e-12))
@@ -53,8 +71,7 @@ def test_meshed_cell_keeps_ids_state_and_look() -> None:
     every geom keeps its id and body, the state layout is the same, and the three views of
     the same state (arms bent, shadows on) match the primitives' closely."""
     task = load_task("pick_sort")
-    world = load_world("nominal")
-    world = world.replace(render=world.render.model_copy(update={"shadows": True}))
+    world = _shadowed()
     turned: list[int] = []
 
     def lean(spec: mujoco.MjSpec) -> None:
@@ -83,10 +100,39 @@ def test_meshed_cell_keeps_ids_state_and_look() -> None:
         assert len(hinges) >= 14
         for k, j in enumerate(hinges):
             data.qpos[model.jnt_qposadr[j]] = 0.3 * np.sin(k)
-        renderer = SceneRenderer(physics, world, blur="samples")
-        try:
-            views.append(renderer.render_cameras(physics.mjdata(0)))
-        finally:
-            renderer.close()
+        views.append(_views(physics, world))
     for name in views[0]:
         assert _psnr(views[0][name], views[1][name]) > 45.0, name
+
+
+def test_the_twins_view_workers_draw_the_meshed_cell() -> None:
+    """The default twin hands its view workers the meshed copy of its own cell (made when
+    they start); the reference views draw the simulated model itself."""
+    twin = TwinRig(seed=0)
+    reference = TwinRig(seed=0, views=TwinViewsCfg.reference())
+    try:
+        make = twin._views.render_model
+        assert make is not None and reference._views.render_model is None
+        drawn, simulated = make(), twin._physics.model
+        mesh = int(mujoco.mjtGeom.mjGEOM_MESH)
+        assert drawn.ngeom == simulated.ngeom and drawn.nq == simulated.nq
+        assert np.sum(drawn.geom_type == mesh) - np.sum(simulated.geom_type == mesh) >= 40
+    finally:
+        twin.close()
+        reference.close()
+
+
+def test_a_floor_without_a_shadow_draws_the_same_views() -> None:
+    """The floor casts no shadow (nothing lies below it): its views, shadows on, are the same
+    to the bit as with the floor in the shadow map."""
+    world = _shadowed()
+    model = build_scene(load_task("pick_sort"), world).model
+    floor = model.geom("floor").id
+    assert not model.geom_castshadow[floor]
+    physics = MujocoPhysics(model)
+    views = []
+    for cast in (False, True):
+        model.geom_castshadow[floor] = cast
+        views.append(_views(physics, world))
+    for name in views[0]:
+        np.testing.assert_array_equal(views[0][name], views[1][name], err_msg=name)

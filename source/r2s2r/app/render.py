@@ -40,6 +40,7 @@ from r2s2r.data.config import ACTION_KEY, ENV_STATE_KEY, EPISODE_META_FIELDS, ST
 from r2s2r.sim.camera import FisheyeRemap, Intrinsics
 from r2s2r.sim.env import PickSortEnv
 from r2s2r.sim.render import plan_cameras
+from r2s2r.sim.scene import OBJECT_PREFIX
 from r2s2r.spec import Spec
 from r2s2r.spec.base import PosInt
 from r2s2r.spec.worlds import load_task, load_world
@@ -143,7 +144,7 @@ class StateReplay:
         slots = len(self.cell.spawn_time)
         self._env.reset(seed=0, options={"objects": [obj] * slots, "scales": np.full(slots, scale)})
         self._scale = np.ones(self.model.nbody)
-        self._scale[self.model.body(f"obj:{obj}").id] = scale
+        self._scale[self.model.body(f"{OBJECT_PREFIX}{obj}").id] = scale
 
     def qpos(
         self, state: np.ndarray, env_state: np.ndarray, obj: str, t: float, belt_speed: float

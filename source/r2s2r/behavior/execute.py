@@ -17,6 +17,7 @@ import numpy as np
 from r2s2r.behavior.instance import TaskInstance
 from r2s2r.behavior.kinematics import FIXED_BODIES, arm_chain, body_geoms, self_contacts
 from r2s2r.sim.env import PickSortEnv
+from r2s2r.sim.scene import OBJECT_PREFIX
 from r2s2r.spec import TaskSpec, WorldSpec
 from r2s2r.spec.world import ARM_SIDES, CAMERA_NAMES
 
@@ -102,7 +103,7 @@ class Executor:
         collided = unstable = False
         lift_step: int | None = None
         touching: set[int] = set()
-        obj_geom = env.model.geom(f"obj:{instance.object_name}").id
+        obj_geom = env.model.geom(f"{OBJECT_PREFIX}{instance.object_name}").id
         rows: dict[str, list[np.ndarray]] = {k: [] for k in ("a", "s", "o", "q", "v")}
         last = len(actions) - 1
         for j in range(min(env.cell.max_steps, max_steps or env.cell.max_steps)):

@@ -132,7 +132,7 @@ def bench_views(seconds: float = 3.0) -> dict[str, float]:
         out[f"twin_realtime_factor_{size}px_vs_raw"] = rtf * raw_ms / 20.0
         out[f"twin_cpu_ms_per_period_{size}px"] = cpu_ms
         out[f"twin_{size}px_cpu_vs_raw"] = raw_cpu / cpu_ms
-        # The default before this wide views and sites, same run.
+        # The default before the meshed primitives and the per-camera workers, same run.
         rtf, cpu_ms = bench_twin(seconds, views=PREVIOUS_DEFAULT, size=size)
         out[f"twin_realtime_factor_{size}px_previous_default"] = rtf
         out[f"twin_cpu_ms_per_period_{size}px_previous_default"] = cpu_ms

@@ -35,6 +35,7 @@ import mujoco
 import numpy as np
 
 from r2s2r.sim.embodiment import Embodiment
+from r2s2r.sim.scene import OBJECT_PREFIX
 
 
 @dataclass(frozen=True)
@@ -161,7 +162,7 @@ class Imperfections:
                     joint = spec.joint(name)
                     joint.frictionloss = joint.frictionloss + d.hand_friction_nm
         for name, scale in d.object_friction.items():
-            geom = spec.geom(f"obj:{name}")
+            geom = spec.geom(f"{OBJECT_PREFIX}{name}")
             if geom is not None:
                 friction = np.array(geom.friction, dtype=float)
                 friction[0] *= scale

@@ -198,15 +198,17 @@ class TwinRig:
             flaws.edit(spec, nominal_robot)
 
         scene = build_scene(self.task, drawn, extras, action_mode="tcp")
-        # The model the view workers draw: the same cell with its primitives as meshes.
-        render_model = None
-        if views.worker and views.lean_geoms:
 
-            def lean(spec: mujoco.MjSpec) -> None:
-                extras(spec)
-                mesh_primitives(spec, keep=lambda body: body.startswith(OBJECT_PREFIX))
+        # The model the view workers draw, made when they start (a twin that is never looked
+        # at does not compile it): the same cell with its primitives as meshes.
+        def lean(spec: mujoco.MjSpec) -> None:
+            extras(spec)
+            mesh_primitives(spec, keep=lambda body: body.startswith(OBJECT_PREFIX))
 
-            render_model = build_scene(self.task, drawn, lean, action_mode="tcp").model
+        def lean_model() -> mujoco.MjModel:
+            return build_scene(self.task, drawn, lean, action_mode="tcp").model
+
+        render_model = lean_model if views.worker and views.lean_geoms else None
         belt = truth_world.layout.belt
         self._board_poses = board_placements(
             TWIN_BOARD,

@@ -93,7 +93,7 @@ class TwinViewsCfg:
     sites: bool = False
     # Render the arms' and hands' capsules and cylinders as meshes of the same shape and
     # tessellation (``sim/lean.py``): one draw call each instead of three, about 15 % of a
-    # frame set's CPU on the software rasterizer, views within PSNR 50 dB (worker only).
+    # frame set's CPU on the software rasterizer, views above PSNR 45 dB (workers only).
     lean_geoms: bool = True
 
     def __post_init__(self) -> None:
@@ -260,6 +260,14 @@ def _stop(process: BaseProcess, conn: Connection) -> None:
     conn.close()
 
 
+@dataclass(frozen=True)
+class _Request:
+    """Views asked of a worker: of the state at ``time``, shown from period ``due`` on."""
+
+    time: float
+    due: int
+
+
 class ViewWorker:
     """A process that renders the twin's views of the states it is sent, in order; several
     requests may be out at once (the pipe queues them)."""
@@ -294,25 +302,25 @@ class ViewWorker:
                 "script must be a file whose main code sits under "
                 '`if __name__ == "__main__":`'
             ) from err
-        # The camera names of each request out, oldest first.
-        self.pending: deque[tuple[str, ...]] = deque()
+        # The requests out, oldest first.
+        self.pending: deque[_Request] = deque()
         # The worker's CPU time (s, all its threads) when it finished its latest views.
         self.cpu_s = 0.0
         self._finalizer = weakref.finalize(self, _stop, self.process, self._conn)
 
-    def submit(self, state: ViewState, names: tuple[str, ...]) -> None:
+    def submit(self, state: ViewState, names: tuple[str, ...], time: float, due: int) -> None:
+        """Ask for the views ``names`` of ``state`` (the twin's ``time``), to be shown from
+        period ``due`` on."""
         self._conn.send((state, names))
-        self.pending.append(names)
+        self.pending.append(_Request(time, due))
 
     def ready(self) -> bool:
         """Whether the oldest request's views are done (or nothing is out)."""
         return not self.pending or self._conn.poll()
 
-    def collect(self) -> dict[str, np.ndarray]:
-        """The views of the oldest request out (waits for them)."""
-        if not self.pending:
-            return {}
-        self.pending.popleft()
+    def collect(self) -> tuple[float, dict[str, np.ndarray]]:
+        """(time of its state, views) of the oldest request out (waits for them)."""
+        request = self.pending.popleft()
         try:
             kind, payload = self._conn.recv()
         except EOFError:
@@ -323,7 +331,7 @@ class ViewWorker:
             raise RuntimeError(f"the twin's view worker failed:\n{payload}")
         views: dict[str, np.ndarray]
         views, self.cpu_s = payload
-        return views
+        return request.time, views
 
     def close(self) -> None:
         self._finalizer()
@@ -332,15 +340,6 @@ class ViewWorker:
 def share(names: tuple[str, ...], workers: int, k: int) -> tuple[str, ...]:
     """The cameras of ``names`` that worker ``k`` of ``workers`` renders (every n-th)."""
     return names[k::workers]
-
-
-@dataclass(frozen=True)
-class _Request:
-    """Views asked of one worker: of the state at ``time``, shown from period ``due`` on."""
-
-    time: float
-    due: int
-    names: tuple[str, ...]
 
 
 class ViewWorkers:
@@ -353,7 +352,6 @@ class ViewWorkers:
         self._of = {
             name: w for k, w in enumerate(members) for name in share(names, len(members), k)
         }
-        self._requests: dict[int, deque[_Request]] = {id(w): deque() for w in members}
         # The members that have the object sizes of the current episode.
         self._shaped: set[int] = set()
 
@@ -362,37 +360,33 @@ class ViewWorkers:
         """The workers' CPU time (s, all their threads) when they finished their latest views."""
         return sum(w.cpu_s for w in self.members)
 
-    def of(self, name: str) -> ViewWorker:
-        return self._of[name]
-
     def backlog(self, name: str) -> int:
         """How many requests are out at the worker of camera ``name``."""
-        return len(self._requests[id(self._of[name])])
-
-    def busy(self) -> bool:
-        return any(self._requests[id(w)] for w in self.members)
+        return len(self._of[name].pending)
 
     def submit(self, physics: Physics, names: tuple[str, ...], time: float, due: int) -> None:
-        """Send the views ``names`` of ``physics``' state (at ``time``) to their workers."""
+        """Send the views ``names`` of ``physics``' state (at ``time``) to their workers, to be
+        shown from period ``due`` on."""
+        states: dict[bool, ViewState] = {}
         for worker in self.members:
             mine = tuple(n for n in names if self._of[n] is worker)
             if not mine:
                 continue
-            key = id(worker)
-            worker.submit(ViewState.of(physics, shapes=key not in self._shaped), mine)
-            self._shaped.add(key)
-            self._requests[key].append(_Request(time, due, mine))
+            shapes = id(worker) not in self._shaped
+            if shapes not in states:
+                states[shapes] = ViewState.of(physics, shapes=shapes)
+            worker.submit(states[shapes], mine, time, due)
+            self._shaped.add(id(worker))
 
     def collect(self, period: int | None, wait: bool) -> list[tuple[float, dict[str, np.ndarray]]]:
         """(time, views) of the requests due by ``period`` (None: every request out), oldest
         first per worker; with ``wait`` off only those already done."""
         out = []
         for worker in self.members:
-            queue = self._requests[id(worker)]
-            while queue and (period is None or queue[0].due <= period):
+            while worker.pending and (period is None or worker.pending[0].due <= period):
                 if not wait and not worker.ready():
                     break
-                out.append((queue.popleft().time, worker.collect()))
+                out.append(worker.collect())
         return out
 
     def restart(self) -> None:
@@ -421,11 +415,11 @@ class TwinViews:
         clock: Callable[[], float],
         paced: Callable[[], bool] = lambda: False,
         drops: Callable[[str], bool] | None = None,
-        render_model: mujoco.MjModel | None = None,
+        render_model: Callable[[], mujoco.MjModel] | None = None,
     ) -> None:
         self.cfg, self.physics, self.world, self.effects = cfg, physics, world, effects
-        # The model the worker processes render (the physics' own when None): the same state
-        # layout, possibly drawn with fewer calls (``TwinViewsCfg.lean_geoms``).
+        # Makes the model the worker processes render, when they start (the physics' own when
+        # None): the same state layout, drawn with fewer calls (``TwinViewsCfg.lean_geoms``).
         self.render_model = render_model
         # Whether a camera drops the frame it is due to take now (the imperfect twin's): it
         # delivers its last frame again, and takes the next one on schedule.
@@ -558,7 +552,7 @@ class TwinViews:
 
     def _start(self) -> ViewWorkers:
         if self.worker is None:
-            model = self.render_model if self.render_model is not None else self.physics.model
+            model = self.physics.model if self.render_model is None else self.render_model()
             world, effects, seed = self.world, self.effects, self._seed
             # Each worker draws its cameras' noise from a stream of its own.
             n = self.cfg.workers

@@ -7,7 +7,7 @@ import mujoco
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-from r2s2r.sim.scene import Scene
+from r2s2r.sim.scene import OBJECT_PREFIX, Scene
 
 
 class Appearance:
@@ -18,7 +18,9 @@ class Appearance:
         self.randomize = randomize
         self.ranges = world.appearance
         self.light_id = model.light("key").id
-        self.obj_geoms = np.array([model.geom(f"obj:{o.name}").id for o in scene.task.all_objects])
+        self.obj_geoms = np.array(
+            [model.geom(f"{OBJECT_PREFIX}{o.name}").id for o in scene.task.all_objects]
+        )
         self.belt_mat = model.material("belt_mat").id
         light = world.lighting
         rgb = np.asarray(light.rgb, float)

@@ -17,7 +17,7 @@ from r2s2r.sim import kernels
 from r2s2r.sim.controller import MotionGenerator
 from r2s2r.sim.embodiment import Embodiment
 from r2s2r.sim.physics import Physics
-from r2s2r.sim.scene import CART_AXES, Scene, storage_pos
+from r2s2r.sim.scene import CART_AXES, OBJECT_PREFIX, Scene, storage_pos
 
 PENDING, SORTED, WRONG_BIN, DROPPED = (
     kernels.PENDING,
@@ -66,8 +66,8 @@ class CellIndex:
             arm_qadr=np.array([_adr(model, a, "qposadr") for a in arm]),
             hand_qadr=np.array([_adr(model, h, "qposadr") for h in hand]),
             belt_qadr=int(model.joint("belt").qposadr[0]),
-            obj_qadr=_adr(model, [f"obj:{n}" for n in object_names], "qposadr"),
-            obj_vadr=_adr(model, [f"obj:{n}" for n in object_names], "dofadr"),
+            obj_qadr=_adr(model, [f"{OBJECT_PREFIX}{n}" for n in object_names], "qposadr"),
+            obj_vadr=_adr(model, [f"{OBJECT_PREFIX}{n}" for n in object_names], "dofadr"),
             cart_ctrl=np.array([[act(f"{s}_tcp_{a}") for a in CART_AXES] for s in sides]),
             joint_ctrl=np.array([[act(f"{j}_pos") for j in a] for a in arm]),
             hand_ctrl=np.array([[act(f"{j}_act") for j in h] for h in hand]),
@@ -451,7 +451,7 @@ class _ObjectGeometry:
 
     @classmethod
     def of(cls, model: mujoco.MjModel, objects: tuple) -> _ObjectGeometry:
-        geoms = np.array([model.geom(f"obj:{o.name}").id for o in objects])
+        geoms = np.array([model.geom(f"{OBJECT_PREFIX}{o.name}").id for o in objects])
         bodies = model.geom_bodyid[geoms]
         return cls(
             geoms,

@@ -459,12 +459,12 @@ def _camera_frame(spec: mujoco.MjSpec, pos: np.ndarray, optical_axis: np.ndarray
 def _object(spec: mujoco.MjSpec, obj: ObjectSpec, index: int) -> None:
     pos = storage_pos(index) + np.array([0.0, 0.0, obj.rest_height])
     body = spec.worldbody.add_body(name=f"{OBJECT_PREFIX}{obj.name}", pos=list(pos))
-    body.add_freejoint(name=f"obj:{obj.name}")
+    body.add_freejoint(name=f"{OBJECT_PREFIX}{obj.name}")
     shape = getattr(mujoco.mjtGeom, f"mjGEOM_{obj.shape.upper()}")
     size = list(obj.size) + [0.0] * (3 - len(obj.size))
     # Rolling friction keeps round objects from rolling forever on the belt.
     body.add_geom(
-        name=f"obj:{obj.name}",
+        name=f"{OBJECT_PREFIX}{obj.name}",
         type=shape,
         size=size,
         mass=obj.mass,
