@@ -207,6 +207,22 @@ def test_a_dropped_twin_stops_its_worker() -> None:
     assert not process.is_alive()
 
 
+def test_closing_a_twin_with_views_out_ends_its_workers_without_terminating_them() -> None:
+    """Views still out when the twin closes (latency 2: two requests per worker, more than
+    its pipe's buffer holds once rendered) do not keep a worker from ending: each one
+    exits by itself (code 0) instead of waiting out the join and being terminated."""
+    twin = TwinRig(seed=1)
+    for cam in twin.cameras.values():
+        cam.read()
+    for _ in range(10):
+        twin.step()
+    pool = twin._views.worker
+    assert pool is not None and all(len(w.pending) == 2 for w in pool.members)
+    processes = [w.process for w in pool.members]
+    twin.close()
+    assert [p.exitcode for p in processes] == [0] * len(processes)
+
+
 def test_shadow_map_follows_the_delivered_size() -> None:
     assert shadow_map_for((256, 256), 512) == 512
     assert shadow_map_for((64, 64), 512) == 128

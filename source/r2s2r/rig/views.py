@@ -250,14 +250,17 @@ def _context() -> ForkServerContext | SpawnContext:
 
 
 def _stop(process: BaseProcess, conn: Connection) -> None:
-    """End the worker: ask, wait, then terminate (also run when a twin is collected)."""
+    """End the worker: ask, hang up, wait, then terminate (also run when a twin is
+    collected). Hanging up before waiting matters: a worker with views still out is blocked
+    sending them (two frame sets are more than the connection's buffer holds) and would
+    never read the request to stop; with the connection closed its send fails and it ends."""
     with contextlib.suppress(BrokenPipeError, OSError):
         conn.send(None)
+    conn.close()
     process.join(_JOIN_S)
     if process.is_alive():
         process.terminate()
         process.join(_JOIN_S)
-    conn.close()
 
 
 @dataclass(frozen=True)
