@@ -334,6 +334,21 @@ def test_stats_match_numpy_on_the_stored_arrays(lossless: Path) -> None:
     np.testing.assert_allclose(s["max"].ravel(), pixels.max(0))
 
 
+def test_channel_histogram_counts_each_channel_of_any_layout() -> None:
+    """The writer's image histogram counts exactly, per channel in RGB order, whatever the
+    array's strides (a flipped or cropped view of a frame)."""
+    from r2s2r.data.stats import channel_histogram
+
+    frame = np.random.default_rng(3).integers(0, 256, (48, 64, 3), dtype=np.uint8)
+    frame[..., 2] = 7  # one channel a single value
+    for image in (frame, frame[::-1, ::2], frame[5:30, 10:50]):
+        hist = channel_histogram(image)
+        assert hist.shape == (3, 256) and hist.dtype == np.int64
+        for c in range(3):
+            expected = np.bincount(image[..., c].ravel(), minlength=256)
+            np.testing.assert_array_equal(hist[c], expected)
+
+
 def test_verify_names_a_truncated_video_and_a_deleted_parquet(
     tmp_path: Path, lossless: Path
 ) -> None:

