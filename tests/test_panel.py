@@ -76,7 +76,6 @@ def wait_for(state: PanelState, kind: str, timeout: float = 240.0) -> list:
 
 def test_generation_runs_headless_in_its_own_process_and_is_followed(tmp_path: Path) -> None:
     state = PanelState()
-    # The nominal world's first planned attempt (seed 0) succeeds.
     state.select("nominal", "nominal")
     out = tmp_path / "gen"
     cmd = state.generation_command(out, 1, behavior="planned", max_attempts=2)
@@ -89,8 +88,12 @@ def test_generation_runs_headless_in_its_own_process_and_is_followed(tmp_path: P
     seen = wait_for(state, "generate")
     final = seen[-1]
     assert final.returncode == 0, final.log_tail
-    assert (final.done, final.total) == (1, 1) and final.message == "attempted=1"
-    assert final.fraction == 1.0 and any("kept 1 of 1" in line for line in final.log_tail)
+    # One of the two attempts it may make succeeds (most of the nominal world's planned
+    # attempts do; which one is up to the physics).
+    attempts = int(final.message.removeprefix("attempted="))
+    assert (final.done, final.total) == (1, 1) and final.message == f"attempted={attempts}"
+    assert attempts in (1, 2)
+    assert final.fraction == 1.0 and any(f"kept 1 of {attempts}" in ln for ln in final.log_tail)
     assert job.log.is_file()
     # Browsing what it made.
     (row,) = state.episodes(out)
@@ -99,7 +102,8 @@ def test_generation_runs_headless_in_its_own_process_and_is_followed(tmp_path: P
     # Starting the finished job again resumes it: nothing more to do.
     state.start_generation(out, 1, behavior="planned", max_attempts=2)
     again = wait_for(state, "generate")[-1]
-    assert again.returncode == 0 and again.done == 1 and again.message == "attempted=1"
+    assert again.returncode == 0 and again.done == 1
+    assert again.message == f"attempted={attempts}"
 
 
 def test_episodes_and_frames_of_a_dataset(recorded_demos: Path) -> None:

@@ -21,8 +21,15 @@ the bin it lets go once it sees the object above the bin.
 from __future__ import annotations
 
 import numpy as np
-from scipy.spatial.transform import Rotation, Slerp
 
+from r2s2r.geometry.poses import unit_quat
+from r2s2r.geometry.rotations import (
+    axis_angle_quat,
+    quat_mul,
+    quat_slerp,
+    quat_to_mat,
+    rotvec_to_quat,
+)
 from r2s2r.geometry.trajectory import blend, min_jerk
 from r2s2r.rig.human import Eyes, Segment, Style, TwinEyes
 from r2s2r.rig.interfaces import HandKeypoints
@@ -39,7 +46,7 @@ from r2s2r.sim.closures import (
     power_offset,
     power_shut,
 )
-from r2s2r.sim.scene import PALM_DOWN, fingers_direction
+from r2s2r.sim.scene import PALM_DOWN_QUAT, fingers_direction
 from r2s2r.spec import TaskSpec, WorldSpec
 
 # TwinEyes is the operator's view of the twin; importers find it here with the operator.
@@ -118,7 +125,7 @@ class ScriptedOperator:
         self.style = Style.draw(self.rng, self.p_hesitate, self.p_overshoot)
         self.t_start = self.eyes.now()
         home = self.eyes.hand_pose(side)
-        self.rest, self.rest_rot = home[:3].copy(), Rotation.from_quat(home[3:], scalar_first=True)
+        self.rest, self.rest_quat = home[:3].copy(), unit_quat(home[3:])
         self.intent = self.rest.copy()
         self.turn = 0.0  # 0: the robot's home orientation, 1: palm down.
         self.tilt = 0.0  # 0: level palm, 1: tipped fingers-down for the carry.
@@ -138,16 +145,17 @@ class ScriptedOperator:
         self._update(t)
         s = self.style
         tremor = s.tremor_amp * np.sin(2 * np.pi * s.tremor_hz * t + s.tremor_phase)
-        grasp_rot = (
-            Rotation.from_euler("z", self.yaw + self.yaw_lead)
-            * Rotation.from_euler("x", self.carry_tilt_deg * self.tilt, degrees=True)
-            * PALM_DOWN
+        # Quaternion helpers rather than scipy's Rotation: this runs every control period.
+        grasp = quat_mul(
+            axis_angle_quat("z", self.yaw + self.yaw_lead),
+            quat_mul(
+                axis_angle_quat("x", np.radians(self.carry_tilt_deg * self.tilt)), PALM_DOWN_QUAT
+            ),
         )
-        turn = (
-            Rotation.from_rotvec(s.wobble * self.turn)
-            * Slerp([0.0, 1.0], Rotation.concatenate([self.rest_rot, grasp_rot]))([self.turn])[0]
+        turn = quat_mul(
+            rotvec_to_quat(s.wobble * self.turn), quat_slerp(self.rest_quat, grasp, self.turn)
         )
-        tcp = np.concatenate([self.intent + self.lead + tremor, turn.as_quat(scalar_first=True)])
+        tcp = np.concatenate([self.intent + self.lead + tremor, turn])
         wrist = self.calibration.wrist_from_tcp(tcp)
         keypoints = self._kin[self.side].forward(self.posture) * HUMAN_HAND_SCALE
         keypoints = keypoints - keypoints[0]
@@ -168,7 +176,7 @@ class ScriptedOperator:
 
     def _object_axes(self) -> np.ndarray:
         """The seen object's axes (3, 3), one per column, in the cell frame."""
-        return Rotation.from_quat(self.eyes.object_pose()[3:], scalar_first=True).as_matrix()
+        return quat_to_mat(self.eyes.object_pose()[3:])
 
     def _half_along(self, direction: np.ndarray) -> float:
         """How far the object visibly extends from its centre along a horizontal direction."""
@@ -302,7 +310,7 @@ class ScriptedOperator:
             err = (self.intent - seen[:3]) * [1.0, 1.0, 0.0]
             self.lead = np.clip(self.lead + self.watch_gain * dt * err, -0.04, 0.04)
             if self.phase != "regrasp":
-                fingers = Rotation.from_quat(seen[3:], scalar_first=True).as_matrix()[:, 2]
+                fingers = quat_to_mat(seen[3:])[:, 2]
                 off = self.yaw - np.arctan2(-fingers[0], fingers[1])
                 off = (off + np.pi) % (2 * np.pi) - np.pi
                 self.yaw_lead = float(

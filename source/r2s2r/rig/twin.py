@@ -19,7 +19,7 @@ import numpy as np
 from scipy.spatial.transform import Rotation
 
 from r2s2r.geometry.board import Checkerboard, board_texture
-from r2s2r.geometry.rotations import mat_to_quat
+from r2s2r.geometry.rotations import mat_to_quat, quat_conj, quat_mul, rotvec_to_quat
 from r2s2r.rig.imperfect import Backlash, Imperfections, quantize
 from r2s2r.rig.interfaces import DEPTH_CAMERA, ArmState, Frame, HandState, HandTracker
 from r2s2r.rig.truth import CameraEffects, imperfect_optics, true_camera_effects, true_world
@@ -379,10 +379,9 @@ class TwinRig:
                 z = self._draw(f"arm{arm}", 2 * n + 7)
                 q = q + r.joint_rad * z[:n]
                 dq = dq + r.joint_vel * z[n : 2 * n]
-                turn = Rotation.from_rotvec(r.tcp_rad * z[2 * n + 3 : 2 * n + 6])
-                rot = turn * Rotation.from_quat(tcp[3:], scalar_first=True)
+                turn = rotvec_to_quat(r.tcp_rad * z[2 * n + 3 : 2 * n + 6])
                 tcp = np.concatenate(
-                    [tcp[:3] + r.tcp_m * z[2 * n : 2 * n + 3], rot.as_quat(scalar_first=True)]
+                    [tcp[:3] + r.tcp_m * z[2 * n : 2 * n + 3], quat_mul(turn, tcp[3:])]
                 )
                 stamp += r.stamp_s * z[-1]
             return ArmState(stamp, quantize(q, r.joint_lsb_rad), dq, tcp)
@@ -413,11 +412,9 @@ class TwinRig:
         pos, mat = self._physics.site_poses(self._cell.idx.tcp_sites)
         for arm, a in enumerate(action):
             _, seen = self._offset_kinematics(arm, qpos[0], np.asarray(offsets[arm]))
-            true_rot = Rotation.from_matrix(mat[0, arm])
-            seen_rot = Rotation.from_quat(seen[3:], scalar_first=True)
-            target = Rotation.from_quat(a[3:7], scalar_first=True)
+            true_quat = mat_to_quat(mat[0, arm])
             a[:3] = a[:3] + pos[0, arm] - seen[:3]
-            a[3:7] = (true_rot * seen_rot.inv() * target).as_quat(scalar_first=True)
+            a[3:7] = quat_mul(true_quat, quat_mul(quat_conj(seen[3:]), a[3:7]))
         return action
 
     def _offset_kinematics(

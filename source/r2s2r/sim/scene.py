@@ -45,6 +45,7 @@ TCP_REF_IN_BASE = Rotation.from_euler("y", 180, degrees=True)
 # TCP orientation for a palm-down grasp over the belt: palm normal (hand +y) down, fingers
 # (hand +z) along the cell's +y, away from the robots.
 PALM_DOWN = Rotation.from_matrix(np.array([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0], [0.0, -1.0, 0.0]]))
+PALM_DOWN_QUAT = PALM_DOWN.as_quat(scalar_first=True)  # (w, x, y, z)
 
 
 def fingers_direction(yaw: float) -> np.ndarray:

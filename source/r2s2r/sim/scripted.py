@@ -16,9 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from r2s2r.sim.env import PickSortEnv
-from r2s2r.sim.scene import PALM_DOWN
+from r2s2r.sim.scene import PALM_DOWN_QUAT
 
-PALM_DOWN_QUAT = PALM_DOWN.as_quat(scalar_first=True)
 # Hand postures of the Wuji hand (20 joints, thumb first).
 PRESHAPE = np.array([0.6, 0.1, 0.1, 0.1] + [0.0, 0.2, 0.1, 0.1] * 4)
 POWER_GRASP = np.array([1.3, 0.7, 0.6, 0.5] + [0.0, 1.4, 1.2, 0.9] * 4)
