@@ -190,6 +190,66 @@ def test_discarded_episode_never_reaches_disk_and_reopen_continues(
         DatasetWriter(root, LOSSY)
 
 
+def test_frames_are_stored_as_given_though_the_caller_reuses_its_arrays(
+    tmp_path: Path, episodes: list[Episode]
+) -> None:
+    """Frames are coded on the writer's thread after ``add_frame`` returns; a caller that
+    fills the same arrays again for the next frame (a camera driver's buffers) still gets
+    every frame stored as it was when added."""
+    e = episodes[0]
+    buffers = {c: np.zeros((SIZE, SIZE, 3), np.uint8) for c in CAMERA_NAMES}
+    with DatasetWriter(tmp_path / "ds", LOSSLESS) as writer:
+        for images, state, action in e["frames"]:
+            for c in CAMERA_NAMES:
+                buffers[c][:] = images[c]
+            writer.add_frame(buffers, state, action)
+            for buf in buffers.values():
+                buf[:] = 255  # Overwritten before the thread may have coded it.
+        writer.save_episode(e["task"], True)
+    ds = Dataset(tmp_path / "ds")
+    for c in CAMERA_NAMES:
+        want = np.stack([images[c] for images, _, _ in e["frames"]])
+        np.testing.assert_array_equal(ds.episode_images(0, f"observation.images.{c}"), want)
+
+
+def test_a_frame_that_fails_to_encode_stops_the_episode_and_keeps_the_dataset(
+    tmp_path: Path, episodes: list[Episode], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A coding failure on the encoding thread (here injected into the sixth frame of one
+    camera) is raised in the recording thread, names the file, and discards that episode
+    only: the episodes before it stay, and the next one records and saves."""
+    from r2s2r.data import video
+
+    e = episodes[0]
+    root = tmp_path / "ds"
+    writer = DatasetWriter(root, LOSSLESS)
+    for images, state, action in e["frames"][:10]:
+        writer.add_frame(images, state, action)
+    writer.save_episode(e["task"], True)
+    real_add = video.VideoEncoder.add
+
+    def failing_add(self: video.VideoEncoder, frame: np.ndarray) -> None:
+        if "left_wrist" in self.path.name and self.count == 5:
+            raise OSError(28, "No space left on device")
+        real_add(self, frame)
+
+    monkeypatch.setattr(video.VideoEncoder, "add", failing_add)
+    with pytest.raises(DatasetError, match=r"left_wrist.*encoding failed.*No space left"):
+        for images, state, action in e["frames"]:
+            writer.add_frame(images, state, action)
+        writer.save_episode(e["task"], True)
+    writer.discard_episode()
+    monkeypatch.setattr(video.VideoEncoder, "add", real_add)
+    assert writer.num_episodes == 1
+    for images, state, action in e["frames"][:7]:
+        writer.add_frame(images, state, action)
+    assert writer.save_episode(e["task"], True) == 1
+    writer.close()
+    ds = Dataset(root)
+    assert [ds.episode(i)["length"] for i in range(ds.num_episodes)] == [10, 7]
+    assert verify(root).ok
+
+
 CRASH_SCRIPT = textwrap.dedent(
     """
     import sys

@@ -7,6 +7,8 @@ time, seeking to the keyframe before the target and decoding forward.
 from __future__ import annotations
 
 import contextlib
+import queue
+import threading
 from collections import OrderedDict
 from collections.abc import Iterator
 from fractions import Fraction
@@ -68,6 +70,50 @@ class VideoEncoder:
         with contextlib.suppress(OSError, av.FFmpegError):
             self._container.close()
         self.path.unlink(missing_ok=True)
+
+
+class EncodingThread:
+    """Feeds frames to their encoders on a thread of its own, in the order they are given.
+
+    H.264 coding and the RGB to YUV conversion run without the GIL, so a recording loop
+    that hands its frames here goes on with its next period (or waits on its cameras) while
+    they are coded, instead of coding three streams itself every period. ``depth`` frames
+    may wait; a caller that gets further ahead waits for the thread. A failure is raised by
+    ``check`` and ``finish``, the thread skipping every frame after it.
+    """
+
+    def __init__(self, depth: int) -> None:
+        self._queue: queue.Queue[tuple[VideoEncoder, np.ndarray] | None] = queue.Queue(depth)
+        self._failure: tuple[Path, BaseException] | None = None
+        self._thread = threading.Thread(target=self._run, name="r2s2r-encode", daemon=True)
+        self._thread.start()
+
+    def add(self, encoder: VideoEncoder, frame: np.ndarray) -> None:
+        """Queue ``frame`` (kept as given: the caller must not change it) for ``encoder``."""
+        self._queue.put((encoder, frame))
+
+    def finish(self) -> None:
+        """Wait until every queued frame is coded, end the thread, and raise its failure."""
+        if self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join()
+        self.check()
+
+    def check(self) -> None:
+        """Raise the failure of a frame coded so far, if one failed (``DatasetError``)."""
+        if self._failure is not None:
+            path, err = self._failure
+            raise DatasetError(f"{path}: encoding failed: {err!r}") from err
+
+    def _run(self) -> None:
+        while (item := self._queue.get()) is not None:
+            if self._failure is not None:
+                continue
+            encoder, frame = item
+            try:
+                encoder.add(frame)
+            except Exception as err:  # noqa: BLE001 - raised in the caller's thread instead.
+                self._failure = (encoder.path, err)
 
 
 def count_packets(path: Path) -> tuple[int, int, int]:

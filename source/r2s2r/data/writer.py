@@ -14,6 +14,7 @@ the open group.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from collections.abc import Mapping
@@ -58,8 +59,11 @@ from r2s2r.data.layout import (
     write_json,
     write_parquet,
 )
-from r2s2r.data.video import VideoEncoder
+from r2s2r.data.video import EncodingThread, VideoEncoder
 from r2s2r.sim.contract import ENV_STATE_DIM
+
+# Frames per camera that may wait for the encoding thread (half a second at 50 frames/s).
+ENCODE_QUEUE_FRAMES = 25
 
 _TASKS_PANDAS_META = {
     "index_columns": ["task"],
@@ -212,14 +216,19 @@ class DatasetWriter:
         if not math.isfinite(t) or (n and t <= self._timestamps[-1]):
             last = self._timestamps[-1] if n else None
             raise DatasetError(f"timestamp: {t} must be finite and after the last one ({last})")
-        # Everything is checked: now the frame goes in.
+        if self._encoding is not None:
+            self._encoding.check()
+        # Everything is checked: now the frame goes in. Its images are coded on the writer's
+        # encoding thread (copies: the caller may reuse its arrays).
         for cam in cfg.cameras:
             if cam.name not in self._encoders:
                 final = pending_video(self.root, cam.key, self.num_episodes)
                 self._encoders[cam.name] = VideoEncoder(
                     partial_path(final), cam.width, cam.height, cfg.fps, cfg.video
                 )
-            self._encoders[cam.name].add(frames[cam.name])
+            if self._encoding is None:
+                self._encoding = EncodingThread(ENCODE_QUEUE_FRAMES * len(cfg.cameras))
+            self._encoding.add(self._encoders[cam.name], frames[cam.name].copy())
             self._hist[cam.key] += st.channel_histogram(frames[cam.name])
         self._states.append(state)
         self._actions.append(action)
@@ -235,6 +244,12 @@ class DatasetWriter:
         index, n = self.num_episodes, len(self._timestamps)
         if self._next_group >= CHUNKS_SIZE * 1000:
             raise DatasetError(f"a dataset holds at most {CHUNKS_SIZE * 1000} files per camera")
+        if self._encoding is not None:
+            try:
+                self._encoding.finish()
+            except DatasetError as err:
+                self.discard_episode()
+                raise DatasetError(f"{err}; the episode was discarded") from err
         for cam in self.cfg.cameras:
             encoder = self._encoders.pop(cam.name)
             encoder.close()
@@ -328,6 +343,9 @@ class DatasetWriter:
 
     def discard_episode(self) -> None:
         """Drop the episode being recorded; nothing of it stays on disk."""
+        if self._encoding is not None:
+            with contextlib.suppress(DatasetError):
+                self._encoding.finish()
         for encoder in self._encoders.values():
             encoder.abort()
         if self._encoders:
@@ -354,6 +372,7 @@ class DatasetWriter:
 
     def _reset_buffer(self) -> None:
         self._encoders: dict[str, VideoEncoder] = {}
+        self._encoding: EncodingThread | None = None
         self._states: list[np.ndarray] = []
         self._actions: list[np.ndarray] = []
         self._env_states: list[np.ndarray] = []
