@@ -129,6 +129,12 @@ class DatasetWriter:
     one there and continues it (``cfg``, if given, must match the stored one). Frames follow
     the config's ``contract``: its proprio vector and its action."""
 
+    # The episode being recorded (``_reset_buffer``): its encoders, the thread that feeds
+    # them, and its image histograms.
+    _encoders: dict[str, VideoEncoder]
+    _encoding: EncodingThread | None
+    _hist: dict[str, np.ndarray]
+
     def __init__(self, root: str | Path, cfg: DatasetCfg | None = None) -> None:
         self.root = Path(root)
         self._rows: list[dict[str, Any]] = []
@@ -371,8 +377,8 @@ class DatasetWriter:
     # Internals.
 
     def _reset_buffer(self) -> None:
-        self._encoders: dict[str, VideoEncoder] = {}
-        self._encoding: EncodingThread | None = None
+        self._encoders = {}
+        self._encoding = None
         self._states: list[np.ndarray] = []
         self._actions: list[np.ndarray] = []
         self._env_states: list[np.ndarray] = []
