@@ -140,3 +140,19 @@ def test_interactive_keys_start_redo_and_save(tmp_path: Path) -> None:
     assert takes[1].frames == 7 and takes[1].success == rig.episode_outcome()[1]
     with Dataset(root) as ds:
         assert ds.num_episodes == 1 and len(ds) == 7
+
+
+def test_recording_bench_reports_its_figures_from_a_real_recording() -> None:
+    """``r2s2r rig bench``'s recording figures come from takes really recorded (twin, views,
+    operator, writer)."""
+    from r2s2r.data.record_bench import bench_record
+
+    figures = bench_record(0.1, take_s=0.5)
+    assert set(figures) == {
+        "record_realtime_factor",
+        "record_frames_per_s",
+        "dataset_write_frames_per_s",
+        "dataset_write_mb_per_s",
+        "dataset_write_raw_mb_per_s",
+    }
+    assert all(np.isfinite(v) and v > 0 for v in figures.values())
