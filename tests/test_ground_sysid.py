@@ -241,9 +241,9 @@ def test_full_length_identification_meets_the_reference_figures(seed: int) -> No
     assert sum(r.episodes for r in recs.hand_val) == 6
     report = identify(recs, rig.nominal, progress=False)
     s = report.summary()
-    # The imperfect twin's joint friction, which the surrogate controller has no term for,
-    # leaves the orientation at the 0.5 deg limit, at times a little past it (README).
-    assert s["tcp_rms_mm"] <= 2.0 and s["tcp_rms_deg"] <= 0.55
+    # With its joint friction fitted the surrogate leaves 0.14-0.24 deg on seeds 0-3; without
+    # it, the imperfect twin's friction held the orientation at 0.44-0.52 deg (README).
+    assert s["tcp_rms_mm"] <= 2.0 and s["tcp_rms_deg"] <= 0.5
     assert s["nominal_tcp_rms_mm"] > 5 * s["tcp_rms_mm"]
     assert s["fingertip_rms_mm"] <= 1.0
     assert s["nominal_fingertip_rms_mm"] > 5 * s["fingertip_rms_mm"]
