@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pydantic
 import pytest
 import yaml
@@ -173,6 +174,25 @@ def test_nominal_and_fully_changed_worlds_compile(task: TaskSpec, world: WorldSp
     belt = nominal.body("belt_frame").id
     assert not (changed.body_pos[belt] == nominal.body_pos[belt]).all()
     assert (changed.light_diffuse != nominal.light_diffuse).any()
+
+
+def test_joint_friction_reaches_the_arm_joints_and_only_those(
+    task: TaskSpec, world: WorldSpec
+) -> None:
+    nominal = build_scene(task, world)
+    rough_world = world.replace(
+        controller=world.controller.model_copy(update={"joint_friction": 0.25})
+    )
+    rough = build_scene(task, rough_world).model
+    emb = nominal.embodiment
+    joints = [j for side in emb.sides for j in emb.arm_joint_names(side)]
+    arm = [nominal.model.joint(j).dofadr[0] for j in joints]
+    assert len(arm) == 14 and rough.nv == nominal.model.nv
+    np.testing.assert_array_equal(nominal.model.dof_frictionloss[arm], 0.0)
+    np.testing.assert_array_equal(rough.dof_frictionloss[arm], 0.25)
+    np.testing.assert_array_equal(
+        np.delete(rough.dof_frictionloss, arm), np.delete(nominal.model.dof_frictionloss, arm)
+    )
 
 
 def test_grounded_world_missing_says_how_to_make_it(

@@ -78,6 +78,16 @@ def test_vendor_arm_and_hand_replace_the_authored_models(
                 model.jnt_range[jid], robots.RIZON4S_JOINT_RANGES[i], atol=1e-9
             )
         model.joint(f"{side}_hand_f1_j1")
+    # The controller's joint dynamics replace the vendor's, friction included.
+    rough = vendor_world.replace(
+        controller=world.controller.model_copy(update={"joint_friction": 0.25})
+    )
+    rough_model = build_scene(task, rough).model
+    for side in ("left", "right"):
+        for i in range(7):
+            dof = rough_model.joint(f"{side}_j{i + 1}").dofadr[0]
+            assert rough_model.dof_frictionloss[dof] == 0.25
+            assert rough_model.dof_damping[dof] == world.controller.joint_damping
     # The env runs on it and the Cartesian controller still holds the arm.
     env = PickSortEnv(world=vendor_world, images=False)
     obs, _ = env.reset(seed=0)

@@ -36,10 +36,21 @@ from r2s2r.sim import scene as scene_mod
 from r2s2r.spec import WorldSpec
 from r2s2r.spec.world import ArmControllerSpec
 
-# Fitted ArmControllerSpec fields; all but delay_s are fitted as log-ratios to nominal.
-ARM_PARAMS = ("kp_pos", "kp_rot", "damping_ratio", "delay_s", "max_lin_vel", "max_lin_acc")
-_DELAY_UNIT_S = 0.01
-_BOUNDS = {"delay_s": (0.0, 0.08)}
+# Fitted ArmControllerSpec fields; all but those in _UNITS are fitted as log-ratios to
+# nominal, those (whose nominal may be 0) as offsets in their unit, within _BOUNDS.
+ARM_PARAMS = (
+    "kp_pos",
+    "kp_rot",
+    "damping_ratio",
+    "delay_s",
+    "max_lin_vel",
+    "max_lin_acc",
+    "joint_friction",
+)
+# Their units: 10 ms of delay, 0.1 N·m of joint friction (a torque-controlled arm's residual
+# friction is a few tenths of a N·m); _FD_STEP is in these units too.
+_UNITS = {"delay_s": 0.01, "joint_friction": 0.1}
+_BOUNDS = {"delay_s": (0.0, 0.08), "joint_friction": (0.0, 1.0)}
 _LOG_BOUNDS = (np.log(0.2), np.log(3.0))
 # Orientation residuals are weighted so that 1 degree counts like 4 mm (the 2 mm / 0.5 deg
 # targets are then equally hard).
@@ -128,8 +139,10 @@ def last_value(
 
 
 def _with_gains(arm: _ArmModel, ctl: ArmControllerSpec) -> mujoco.MjModel:
-    """A copy of the arm model with ``ctl``'s Cartesian stiffness and damping."""
+    """A copy of the arm model with ``ctl``'s Cartesian stiffness and damping and its joint
+    friction (every dof of the arm-only model is an arm joint)."""
     m = mujoco.MjModel.__copy__(arm.model)
+    m.dof_frictionloss[:] = ctl.joint_friction
     kv_pos = 2 * ctl.damping_ratio * np.sqrt(ctl.kp_pos * ctl.tcp_mass)
     kv_rot = 2 * ctl.damping_ratio * np.sqrt(ctl.kp_rot * ctl.tcp_inertia)
     for k, a in enumerate(arm.cart):
@@ -295,24 +308,24 @@ class _Params:
         upd = {}
         for name, v in zip(self.names, x, strict=True):
             base = getattr(self.nominal, name)
-            upd[name] = base + v * _DELAY_UNIT_S if name == "delay_s" else base * np.exp(v)
+            upd[name] = base + v * _UNITS[name] if name in _UNITS else base * np.exp(v)
         return self.nominal.model_copy(update={k: float(v) for k, v in upd.items()})
 
     def x(self, ctl: ArmControllerSpec) -> np.ndarray:
         out = []
         for name in self.names:
             base, v = getattr(self.nominal, name), getattr(ctl, name)
-            out.append((v - base) / _DELAY_UNIT_S if name == "delay_s" else np.log(v / base))
+            out.append((v - base) / _UNITS[name] if name in _UNITS else np.log(v / base))
         return np.array(out)
 
     def bounds(self) -> tuple[np.ndarray, np.ndarray]:
         lo, hi = [], []
         for name in self.names:
-            if name in _BOUNDS:
+            if name in _UNITS:
                 a, b = _BOUNDS[name]
                 base = getattr(self.nominal, name)
-                lo.append((a - base) / _DELAY_UNIT_S)
-                hi.append((b - base) / _DELAY_UNIT_S)
+                lo.append((a - base) / _UNITS[name])
+                hi.append((b - base) / _UNITS[name])
             else:
                 lo.append(_LOG_BOUNDS[0])
                 hi.append(_LOG_BOUNDS[1])

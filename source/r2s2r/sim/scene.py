@@ -348,6 +348,7 @@ def add_arm_and_hand(
         for name in arm.joints:
             spec.joint(name).armature = ctl.joint_armature
             spec.joint(name).damping = [ctl.joint_damping, 0.0, 0.0]
+            spec.joint(name).frictionloss = ctl.joint_friction
     else:
         arm = robots.add_rizon4s(
             spec.worldbody,
@@ -356,6 +357,7 @@ def add_arm_and_hand(
             base.quat,
             armature=ctl.joint_armature,
             damping=ctl.joint_damping,
+            frictionloss=ctl.joint_friction,
         )
     for name, q0 in zip(arm.joints, ctl.home, strict=True):
         j = spec.joint(name)

@@ -120,6 +120,9 @@ class ArmControllerSpec(Spec):
     null_stiffness: NonNeg = 2.0
     joint_damping: NonNeg = 2.0
     joint_armature: NonNeg = 0.1
+    # Coulomb friction (N·m) on each arm joint, MuJoCo's frictionloss: what the arm's torque
+    # control leaves uncompensated. Grounding fits it; the data sheets give none.
+    joint_friction: NonNeg = 0.0
     # Joint-position action mode gains.
     joint_kp: Pos = 400.0
     joint_kv: Pos = 40.0

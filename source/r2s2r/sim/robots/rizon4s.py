@@ -86,6 +86,7 @@ def add_rizon4s(
     tcp_offset: float = 0.12,
     armature: float = 0.1,
     damping: float = 1.0,
+    frictionloss: float = 0.0,
 ) -> ArmNames:
     """Add a Flexiv Rizon 4S 7-DoF arm under ``parent`` and return its element names."""
     scale = angle_scale(parent)
@@ -129,6 +130,7 @@ def add_rizon4s(
             actgravcomp=True,
             armature=armature,
             damping=[damping, 0.0, 0.0],
+            frictionloss=frictionloss,
         )
         joints.append(jname)
         # The link capsule runs from this joint to the next joint (or the flange).
