@@ -14,6 +14,10 @@ from r2s2r.sim.scene import build_scene
 from r2s2r.spec import TaskSpec, WorldSpec
 
 
+# The joint friction (N·m) the vendor-style arm file declares for every joint.
+VENDOR_FRICTION = 0.4
+
+
 def _vendor_arm_xml(
     path: Path,
     velocity: np.ndarray | None = robots.RIZON4S_VEL_LIMITS,
@@ -28,6 +32,7 @@ def _vendor_arm_xml(
     for i, name in enumerate(arm.joints):
         joint = spec.joint(name)
         joint.name = f"joint{i + 1}"
+        joint.frictionloss = VENDOR_FRICTION
         if ranges is not None:
             joint.range = list(np.degrees(ranges[i]))
         act = spec.add_actuator(
@@ -78,7 +83,11 @@ def test_vendor_arm_and_hand_replace_the_authored_models(
                 model.jnt_range[jid], robots.RIZON4S_JOINT_RANGES[i], atol=1e-9
             )
         model.joint(f"{side}_hand_f1_j1")
-    # The controller's joint dynamics replace the vendor's, friction included.
+    # The vendor's own joint friction stays unless the controller states one (grounding's
+    # fit), which replaces it as the controller's damping replaces the vendor's.
+    for side in ("left", "right"):
+        dof = model.joint(f"{side}_j1").dofadr[0]
+        assert model.dof_frictionloss[dof] == pytest.approx(VENDOR_FRICTION)
     rough = vendor_world.replace(
         controller=world.controller.model_copy(update={"joint_friction": 0.25})
     )

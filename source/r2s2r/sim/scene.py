@@ -348,7 +348,10 @@ def add_arm_and_hand(
         for name in arm.joints:
             spec.joint(name).armature = ctl.joint_armature
             spec.joint(name).damping = [ctl.joint_damping, 0.0, 0.0]
-            spec.joint(name).frictionloss = ctl.joint_friction
+            # A friction the controller spec states (grounding's fit) replaces the file's;
+            # none (0) keeps whatever friction the vendor's model has.
+            if ctl.joint_friction > 0:
+                spec.joint(name).frictionloss = ctl.joint_friction
     else:
         arm = robots.add_rizon4s(
             spec.worldbody,
