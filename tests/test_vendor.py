@@ -13,7 +13,6 @@ from r2s2r.sim.env import PickSortEnv
 from r2s2r.sim.scene import build_scene
 from r2s2r.spec import TaskSpec, WorldSpec
 
-
 # The joint friction (N·m) the vendor-style arm file declares for every joint.
 VENDOR_FRICTION = 0.4
 
