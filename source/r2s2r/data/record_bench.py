@@ -18,8 +18,10 @@ def bench_record(
     seconds: float = 3.0, take_s: float = 1.0, views: TwinViewsCfg | None = None
 ) -> dict[str, float]:
     """Recording on the twin (scripted operator, teleop, three views, dataset writer): its
-    real-time factor, and the writer's throughput (frames/s, encoded and raw MB/s); the
-    twin's cameras as ``views`` says (default the twin's own)."""
+    real-time factor, and the writer's rates over the time the loop spends in it (frames/s,
+    encoded and raw MB/s: the streams are coded on the writer's thread meanwhile, and
+    ``save_episode`` waits for the rest); the twin's cameras as ``views`` says (default the
+    twin's own)."""
     from r2s2r.data import CameraCfg, DatasetCfg, DatasetWriter
     from r2s2r.data.record import Recorder
     from r2s2r.rig.interfaces import Arm, Hand

@@ -61,7 +61,7 @@ def quat_to_mat(q: np.ndarray) -> np.ndarray:
 def quat_slerp(a: np.ndarray, b: np.ndarray, t: float) -> np.ndarray:
     """The rotation (4,) a fraction ``t`` of the way from unit quaternion ``a`` to ``b`` along
     the shorter arc (scipy's ``Slerp`` between two key rotations)."""
-    qa = _flat(a, 4)[0][0]
+    qa = np.asarray(a, dtype=np.float64)
     # The relative rotation a^-1 b as a rotation vector (angle <= pi: the shorter arc).
     step = quat_to_rotvec(quat_mul(quat_conj(qa), b))
     return quat_mul(qa, rotvec_to_quat(t * step))

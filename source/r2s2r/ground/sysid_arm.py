@@ -36,8 +36,8 @@ from r2s2r.sim import scene as scene_mod
 from r2s2r.spec import WorldSpec
 from r2s2r.spec.world import ArmControllerSpec
 
-# Fitted ArmControllerSpec fields; all but those in _UNITS are fitted as log-ratios to
-# nominal, those (whose nominal may be 0) as offsets in their unit, within _BOUNDS.
+# Fitted ArmControllerSpec fields; all but those in _ABSOLUTE are fitted as log-ratios to
+# nominal, those (whose nominal may be 0) as offsets in their unit, within their bounds.
 ARM_PARAMS = (
     "kp_pos",
     "kp_rot",
@@ -47,10 +47,10 @@ ARM_PARAMS = (
     "max_lin_acc",
     "joint_friction",
 )
-# Their units: 10 ms of delay, 0.1 N·m of joint friction (a torque-controlled arm's residual
-# friction is a few tenths of a N·m); _FD_STEP is in these units too.
-_UNITS = {"delay_s": 0.01, "joint_friction": 0.1}
-_BOUNDS = {"delay_s": (0.0, 0.08), "joint_friction": (0.0, 1.0)}
+# Their (unit, (low, high) bounds): 10 ms of delay, 0.1 N·m of joint friction (a
+# torque-controlled arm's residual friction is a few tenths of a N·m); _FD_STEP is in these
+# units too.
+_ABSOLUTE = {"delay_s": (0.01, (0.0, 0.08)), "joint_friction": (0.1, (0.0, 1.0))}
 _LOG_BOUNDS = (np.log(0.2), np.log(3.0))
 # Orientation residuals are weighted so that 1 degree counts like 4 mm (the 2 mm / 0.5 deg
 # targets are then equally hard).
@@ -308,24 +308,24 @@ class _Params:
         upd = {}
         for name, v in zip(self.names, x, strict=True):
             base = getattr(self.nominal, name)
-            upd[name] = base + v * _UNITS[name] if name in _UNITS else base * np.exp(v)
+            upd[name] = base + v * _ABSOLUTE[name][0] if name in _ABSOLUTE else base * np.exp(v)
         return self.nominal.model_copy(update={k: float(v) for k, v in upd.items()})
 
     def x(self, ctl: ArmControllerSpec) -> np.ndarray:
         out = []
         for name in self.names:
             base, v = getattr(self.nominal, name), getattr(ctl, name)
-            out.append((v - base) / _UNITS[name] if name in _UNITS else np.log(v / base))
+            out.append((v - base) / _ABSOLUTE[name][0] if name in _ABSOLUTE else np.log(v / base))
         return np.array(out)
 
     def bounds(self) -> tuple[np.ndarray, np.ndarray]:
         lo, hi = [], []
         for name in self.names:
-            if name in _UNITS:
-                a, b = _BOUNDS[name]
+            if name in _ABSOLUTE:
+                unit, (a, b) = _ABSOLUTE[name]
                 base = getattr(self.nominal, name)
-                lo.append((a - base) / _UNITS[name])
-                hi.append((b - base) / _UNITS[name])
+                lo.append((a - base) / unit)
+                hi.append((b - base) / unit)
             else:
                 lo.append(_LOG_BOUNDS[0])
                 hi.append(_LOG_BOUNDS[1])
