@@ -302,10 +302,12 @@ def test_generation_whose_worker_is_killed_gives_the_same_dataset(
 def test_ctrl_c_stops_trials_in_workers_and_the_rerun_continues(tmp_path: Path) -> None:
     """Ctrl-C in a terminal reaches the whole process group, workers included: the
     evaluation stops with its log a prefix of the trial list, and the same command
-    continues it."""
+    continues it. Trials are up to 12 s long (about 3 s of wall time each here), so the
+    interrupt lands while some are still running: with 3 s trials the twin, now several
+    times faster than real time, could play all four before the poll below saw the log."""
     out = tmp_path / "interrupted"
     cmd = [sys.executable, "-m", "r2s2r", "eval", "--policy", "scripted", "--protocol", "smoke"]
-    cmd += ["--trials", "4", "--video", "none", "--max-seconds", "3", "--image-size", "64"]
+    cmd += ["--trials", "4", "--video", "none", "--max-seconds", "12", "--image-size", "64"]
     cmd += ["--workers", "2", "--out", str(out)]
     proc = subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
