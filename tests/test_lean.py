@@ -1,5 +1,6 @@
-"""Cheaper renders with the same look: primitives as meshes (``sim/lean.py``), the same
-shapes, ids and views, drawn by the twin's view workers; a floor without a shadow."""
+"""Cheaper renders with the same look (``sim/lean.py``), drawn by the twin's view workers:
+primitives as meshes and the static geoms merged by colour, the same shapes, ids and views;
+objects in storage left out; a floor without a shadow."""
 
 from __future__ import annotations
 
@@ -9,7 +10,16 @@ import pytest
 
 from r2s2r.rig.twin import TwinRig
 from r2s2r.rig.views import TwinViewsCfg
-from r2s2r.sim.lean import capsule_mesh, cylinder_mesh, mesh_primitives
+from r2s2r.sim.lean import (
+    HIDDEN_GROUP,
+    MERGED_BODY,
+    StoredObjects,
+    box_mesh,
+    capsule_mesh,
+    cylinder_mesh,
+    merge_static,
+    mesh_primitives,
+)
 from r2s2r.sim.physics import MujocoPhysics
 from r2s2r.sim.render import SceneRenderer
 from r2s2r.sim.scene import OBJECT_PREFIX, build_scene
@@ -45,6 +55,19 @@ def test_capsule_and_cylinder_meshes_have_the_primitives_shape() -> None:
     # Flat caps: their normals are axial; the side's are radial.
     caps = np.abs(normals[:, 2]) == 1.0
     assert caps.sum() == 4 * 12 and np.all(normals[~caps, 2] == 0.0)
+
+
+def test_a_box_mesh_is_the_box() -> None:
+    half = np.array([0.13, 0.005, 0.04])
+    verts, normals, faces = box_mesh(half)
+    _outward(verts, normals, faces)
+    assert len(verts) == 24 and len(faces) == 12
+    np.testing.assert_array_equal(np.abs(verts), np.broadcast_to(half, verts.shape))
+    # Each face's four corners lie on its plane, and its normal is the plane's.
+    for corners in range(0, 24, 4):
+        axis = int(np.flatnonzero(normals[corners])[0])
+        plane = half[axis] * normals[corners, axis]
+        np.testing.assert_array_equal(verts[corners : corners + 4, axis], plane)
 
 
 def _shadowed() -> WorldSpec:
@@ -105,6 +128,78 @@ def test_meshed_cell_keeps_ids_state_and_look() -> None:
         assert _psnr(views[0][name], views[1][name]) > 45.0, name
 
 
+def _bent(model: mujoco.MjModel) -> MujocoPhysics:
+    """A physics of ``model`` with the arms and hands bent, an object on the belt and the
+    others in storage."""
+    physics = MujocoPhysics(model)
+    data = physics.mjdata(0)
+    data.qpos[:] = model.qpos0
+    hinges = np.flatnonzero(model.jnt_type == int(mujoco.mjtJoint.mjJNT_HINGE))
+    for k, j in enumerate(hinges):
+        data.qpos[model.jnt_qposadr[j]] = 0.3 * np.sin(k)
+    ball = model.jnt_qposadr[model.joint(f"{OBJECT_PREFIX}orange_ball").id]
+    data.qpos[ball : ball + 3] = [0.0, -0.3, 0.8]
+    return physics
+
+
+def test_merged_static_geoms_keep_ids_state_and_look() -> None:
+    """The bins, belt frame, stands and arm bases become one mesh per colour on a body added
+    last: every other geom and body keeps its id, the originals are hidden, the state
+    layout is the same, and the views of the same state match the separate geoms'."""
+    task = load_task("pick_sort")
+    world = _shadowed()
+    merged: list[int] = []
+    plain = build_scene(task, world).model
+    lean = build_scene(task, world, lambda spec: merged.append(merge_static(spec))).model
+    static = np.flatnonzero(
+        (plain.body_weldid[plain.geom_bodyid] == 0)
+        & (plain.geom_type != int(mujoco.mjtGeom.mjGEOM_PLANE))
+    )
+    assert 10 <= merged[0] <= len(static)
+    n = plain.ngeom
+    assert lean.nbody == plain.nbody + 1 and lean.body(plain.nbody).name == MERGED_BODY
+    assert (lean.nq, lean.nv, lean.nmocap) == (plain.nq, plain.nv, plain.nmocap)
+    np.testing.assert_array_equal(lean.geom_bodyid[:n], plain.geom_bodyid)
+    np.testing.assert_array_equal(lean.geom_type[:n], plain.geom_type)
+    added = np.arange(n, lean.ngeom)
+    assert 3 <= len(added) <= merged[0] // 2
+    np.testing.assert_array_equal(lean.geom_bodyid[added], plain.nbody)
+    hidden = np.flatnonzero(lean.geom_group[:n] != plain.geom_group)
+    assert len(hidden) == merged[0] and np.all(lean.geom_group[hidden] == HIDDEN_GROUP)
+    # One mesh per colour, in the colours of the geoms it replaces.
+    assert {tuple(c) for c in lean.geom_rgba[added]} == {tuple(c) for c in plain.geom_rgba[hidden]}
+    assert lean.stat.extent == pytest.approx(plain.stat.extent)
+    views = [_views(_bent(model), world) for model in (plain, lean)]
+    for name in views[0]:
+        assert _psnr(views[0][name], views[1][name]) > 45.0, name
+
+
+def test_objects_in_storage_are_left_out_without_a_visible_change() -> None:
+    """The objects waiting in storage (metres from the cell) are hidden while there, an
+    object in play is drawn, and the views are the same to the bit either way."""
+    world = _shadowed()
+    model = build_scene(load_task("pick_sort"), world).model
+    physics = _bent(model)
+    data = physics.mjdata(0)
+    stored = StoredObjects(model)
+    shown = model.geom_group.copy()
+    drawn = _views(physics, world)
+    assert stored.hide(model, data.qpos) == len(stored.adr) - 1 >= 5
+    ball = model.geom(f"{OBJECT_PREFIX}orange_ball").id
+    parked = [g for g in range(model.ngeom) if model.geom_group[g] != shown[g]]
+    assert ball not in parked and len(parked) == len(stored.adr) - 1
+    assert all(model.body(model.geom_bodyid[g]).name.startswith(OBJECT_PREFIX) for g in parked)
+    skipped = _views(physics, world)
+    for name in drawn:
+        np.testing.assert_array_equal(drawn[name], skipped[name], err_msg=name)
+    # Back in storage, the ball is hidden too; out of it, everything is shown again.
+    data.qpos[:] = model.qpos0
+    assert stored.hide(model, data.qpos) == len(stored.adr)
+    data.qpos[model.jnt_qposadr[model.joint(f"{OBJECT_PREFIX}orange_ball").id]] += 1.0
+    assert stored.hide(model, data.qpos) == len(stored.adr) - 1
+    assert model.geom_group[ball] == shown[ball]
+
+
 def test_the_twins_view_workers_draw_the_meshed_cell() -> None:
     """The default twin hands its view workers the meshed copy of its own cell (made when
     they start); the reference views draw the simulated model itself."""
@@ -115,8 +210,11 @@ def test_the_twins_view_workers_draw_the_meshed_cell() -> None:
         assert make is not None and reference._views.render_model is None
         drawn, simulated = make(), twin._physics.model
         mesh = int(mujoco.mjtGeom.mjGEOM_MESH)
-        assert drawn.ngeom == simulated.ngeom and drawn.nq == simulated.nq
-        assert np.sum(drawn.geom_type == mesh) - np.sum(simulated.geom_type == mesh) >= 40
+        assert drawn.ngeom > simulated.ngeom and drawn.nq == simulated.nq
+        n = simulated.ngeom
+        np.testing.assert_array_equal(drawn.geom_bodyid[:n], simulated.geom_bodyid)
+        assert np.sum(drawn.geom_type[:n] == mesh) - np.sum(simulated.geom_type == mesh) >= 40
+        assert np.sum(drawn.geom_group == HIDDEN_GROUP) >= 15
     finally:
         twin.close()
         reference.close()

@@ -26,11 +26,14 @@ from r2s2r.spec.worlds import load_world
 # a worker process pipelined with the physics, the fisheye wrist cameras' wide views rendered
 # at the views' density rather than the world's, the model's sites (markers no real camera
 # sees) left out (the default before this step: ``PREVIOUS_DEFAULT``), the arms' and hands'
-# primitives drawn as meshes, then two periods of latency, and one worker process per camera
-# (the default). At the default 256 px views the matched shadow map is the world's own (512),
+# primitives drawn as meshes, then two periods of latency, one worker process per camera, and
+# the static geoms merged by colour with the stored objects left out (the default; ``_cell``).
+# At the default 256 px views the matched shadow map is the world's own (512),
 # so it is no separate step here. Options that are not the default follow: the wrist cameras
 # at 15 frames/s, and one worker process for all three cameras.
-FIRST_FAST = TwinViewsCfg(wide_oversample=None, sites=True, lean_geoms=False, workers=1, latency=1)
+FIRST_FAST = TwinViewsCfg(
+    wide_oversample=None, sites=True, lean_geoms=False, lean_cell=False, workers=1, latency=1
+)
 PREVIOUS_DEFAULT = replace(FIRST_FAST, wide_oversample=TwinViewsCfg.wide_oversample, sites=False)
 WRISTS_15FPS = (("left_wrist", 15.0), ("right_wrist", 15.0))
 VIEW_PATHS: dict[str, TwinViewsCfg] = {
@@ -41,8 +44,11 @@ VIEW_PATHS: dict[str, TwinViewsCfg] = {
     "flow_blur_30fps_worker_views_wide": replace(PREVIOUS_DEFAULT, sites=True),
     "flow_blur_30fps_worker_views_wide_no_sites": PREVIOUS_DEFAULT,
     "flow_blur_30fps_worker_views_wide_no_sites_lean": replace(PREVIOUS_DEFAULT, lean_geoms=True),
-    "flow_blur_30fps_worker_latency_2_views_wide_no_sites_lean": TwinViewsCfg(workers=1),
-    "flow_blur_30fps_workers_3_latency_2_views_wide_no_sites_lean": TwinViewsCfg(),
+    "flow_blur_30fps_worker_latency_2_views_wide_no_sites_lean": TwinViewsCfg(
+        workers=1, lean_cell=False
+    ),
+    "flow_blur_30fps_workers_3_latency_2_views_wide_no_sites_lean": TwinViewsCfg(lean_cell=False),
+    "flow_blur_30fps_workers_3_latency_2_views_wide_no_sites_lean_cell": TwinViewsCfg(),
     "option_wrists_15fps": TwinViewsCfg(camera_fps=WRISTS_15FPS),
 }
 

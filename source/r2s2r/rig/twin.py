@@ -27,7 +27,7 @@ from r2s2r.rig.views import TwinViews, TwinViewsCfg, shadow_map_for
 from r2s2r.sim.camera import Intrinsics
 from r2s2r.sim.cell import STATUS_NAMES, Cell
 from r2s2r.sim.embodiment import TCP_POSE_DIM, Embodiment
-from r2s2r.sim.lean import mesh_primitives
+from r2s2r.sim.lean import merge_static, mesh_primitives
 from r2s2r.sim.physics import make_physics
 from r2s2r.sim.scene import OBJECT_PREFIX, build_scene
 from r2s2r.spec import TaskSpec, WorldSpec
@@ -200,15 +200,20 @@ class TwinRig:
         scene = build_scene(self.task, drawn, extras, action_mode="tcp")
 
         # The model the view workers draw, made when they start (a twin that is never looked
-        # at does not compile it): the same cell with its primitives as meshes.
+        # at does not compile it): the same cell with its primitives as meshes and its static
+        # geoms merged by colour.
         def lean(spec: mujoco.MjSpec) -> None:
             extras(spec)
-            mesh_primitives(spec, keep=lambda body: body.startswith(OBJECT_PREFIX))
+            if views.lean_geoms:
+                mesh_primitives(spec, keep=lambda body: body.startswith(OBJECT_PREFIX))
+            if views.lean_cell:
+                merge_static(spec)
 
         def lean_model() -> mujoco.MjModel:
             return build_scene(self.task, drawn, lean, action_mode="tcp").model
 
-        render_model = lean_model if views.worker and views.lean_geoms else None
+        leaner = views.lean_geoms or views.lean_cell
+        render_model = lean_model if views.worker and leaner else None
         belt = truth_world.layout.belt
         self._board_poses = board_placements(
             TWIN_BOARD,

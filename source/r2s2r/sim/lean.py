@@ -105,3 +105,143 @@ def mesh_primitives(spec: mujoco.MjSpec, keep: Callable[[str], bool] = lambda bo
         geom.meshname = name
         turned += 1
     return turned
+
+
+# The geom group that holds what a lean render leaves out: MuJoCo's default visualisation
+# options (``MjvOption().geomgroup``) draw groups 0-2 only.
+HIDDEN_GROUP = 5
+# The body that carries the merged static geoms, last in the model so every other geom and
+# body keeps its id.
+MERGED_BODY = "r2s2r_lean_static"
+
+
+def box_mesh(half: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A box of half-sizes ``half``: four vertices per face, each with the face's normal."""
+    verts: list[np.ndarray] = []
+    normals: list[np.ndarray] = []
+    faces: list[list[int]] = []
+    for axis in range(3):
+        u, v = (axis + 1) % 3, (axis + 2) % 3  # u x v = +axis
+        for sign in (-1.0, 1.0):
+            normal = np.zeros(3)
+            normal[axis] = sign
+            corners = []
+            # Counter-clockwise seen from outside: reversed on the face whose normal is -axis.
+            order = ((-1, -1), (1, -1), (1, 1), (-1, 1))
+            for su, sv in order if sign > 0 else order[::-1]:
+                corner = np.zeros(3)
+                corner[axis], corner[u], corner[v] = sign * half[axis], su * half[u], sv * half[v]
+                corners.append(corner)
+            base = len(verts)
+            verts += corners
+            normals += [normal] * 4
+            faces += [[base, base + 1, base + 2], [base, base + 2, base + 3]]
+    return np.array(verts), np.array(normals), np.array(faces)
+
+
+def _geom_mesh(
+    model: mujoco.MjModel, gid: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(vertices, normals, faces, face normals) of a compiled box or mesh geom in its frame."""
+    if int(model.geom_type[gid]) == int(mujoco.mjtGeom.mjGEOM_BOX):
+        verts, normals, faces = box_mesh(model.geom_size[gid])
+        return verts, normals, faces, faces
+    m = model.geom_dataid[gid]
+    v0, nv = model.mesh_vertadr[m], model.mesh_vertnum[m]
+    n0, nn = model.mesh_normaladr[m], model.mesh_normalnum[m]
+    f0, nf = model.mesh_faceadr[m], model.mesh_facenum[m]
+    return (
+        model.mesh_vert[v0 : v0 + nv].astype(np.float64),
+        model.mesh_normal[n0 : n0 + nn].astype(np.float64),
+        model.mesh_face[f0 : f0 + nf],
+        model.mesh_facenormal[f0 : f0 + nf],
+    )
+
+
+def merge_static(spec: mujoco.MjSpec, keep: Callable[[str], bool] = lambda body: False) -> int:
+    """Draw the geoms fixed to the world (bins, belt frame, table, stands, arm bases) as one
+    mesh per colour: in a spec about to be compiled, the visible boxes and meshes without a
+    material on bodies welded to the world (except bodies ``keep`` accepts) with two or more
+    of one colour become one mesh geom each, in world coordinates with their normals, on a
+    body added last (``MERGED_BODY``); the originals move to ``HIDDEN_GROUP``. Every geom and
+    body keeps its id and the state layout is unchanged (the new geoms come after all the
+    others). For renders only, like ``mesh_primitives``. Returns how many geoms were merged."""
+    model = spec.compile()
+    data = mujoco.MjData(model)
+    mujoco.mj_kinematics(model, data)
+    shapes = (int(mujoco.mjtGeom.mjGEOM_BOX), int(mujoco.mjtGeom.mjGEOM_MESH))
+    by_colour: dict[tuple[float, ...], list[int]] = {}
+    for gid in range(model.ngeom):
+        body = int(model.geom_bodyid[gid])
+        if model.body_weldid[body] != 0 or keep(model.body(body).name):
+            continue
+        if int(model.geom_type[gid]) not in shapes or model.geom_matid[gid] >= 0:
+            continue
+        if model.geom_group[gid] > 2 or model.geom_rgba[gid][3] < 1.0:
+            continue
+        by_colour.setdefault(tuple(float(c) for c in model.geom_rgba[gid]), []).append(gid)
+    groups = [(rgba, gids) for rgba, gids in by_colour.items() if len(gids) > 1]
+    if not groups:
+        return 0
+    geoms = {geom.id: geom for geom in spec.geoms}
+    holder = spec.worldbody.add_body(name=MERGED_BODY)
+    merged = 0
+    for k, (rgba, gids) in enumerate(groups):
+        verts, normals, faces, face_normals = [], [], [], []
+        nv = nn = 0
+        for gid in gids:
+            v, n, f, fn = _geom_mesh(model, gid)
+            rot = data.geom_xmat[gid].reshape(3, 3)
+            verts.append(v @ rot.T + data.geom_xpos[gid])
+            normals.append(n @ rot.T)
+            faces.append(f + nv)
+            face_normals.append(fn + nn)
+            nv, nn = nv + len(v), nn + len(n)
+            geoms[gid].group = HIDDEN_GROUP
+        name = f"{MERGED_BODY}_{k}"
+        spec.add_mesh(
+            name=name,
+            uservert=np.concatenate(verts).ravel().tolist(),
+            usernormal=np.concatenate(normals).ravel().tolist(),
+            userface=np.concatenate(faces).ravel().tolist(),
+            userfacenormal=np.concatenate(face_normals).ravel().tolist(),
+        )
+        holder.add_geom(
+            name=name,
+            type=mujoco.mjtGeom.mjGEOM_MESH,
+            meshname=name,
+            rgba=list(rgba),
+            group=int(model.geom_group[gids[0]]),
+            contype=0,
+            conaffinity=0,
+        )
+        merged += len(gids)
+    return merged
+
+
+class StoredObjects:
+    """Free bodies resting where the model starts them (the cell's objects waiting in storage,
+    far from every camera): ``hide`` moves their geoms to ``HIDDEN_GROUP`` for a render and
+    brings back those that have left it."""
+
+    # How far (m, horizontally) from its starting place a free body counts as stored.
+    RADIUS_M = 0.05
+
+    def __init__(self, model: mujoco.MjModel) -> None:
+        free = np.flatnonzero(model.jnt_type == int(mujoco.mjtJoint.mjJNT_FREE))
+        self.adr = model.jnt_qposadr[free]
+        self.home = np.stack([model.qpos0[a : a + 2] for a in self.adr]) if len(free) else None
+        bodies = model.jnt_bodyid[free]
+        self.geoms = [np.flatnonzero(model.geom_bodyid == b) for b in bodies]
+        self.groups = [model.geom_group[g].copy() for g in self.geoms]
+
+    def hide(self, model: mujoco.MjModel, qpos: np.ndarray) -> int:
+        """Hide the stored bodies' geoms in ``model`` for ``qpos`` (show the others as
+        built); returns how many bodies are hidden."""
+        if self.home is None:
+            return 0
+        xy = np.stack([qpos[a : a + 2] for a in self.adr])
+        stored = np.linalg.norm(xy - self.home, axis=1) < self.RADIUS_M
+        for gids, groups, hidden in zip(self.geoms, self.groups, stored, strict=True):
+            model.geom_group[gids] = HIDDEN_GROUP if hidden else groups
+        return int(stored.sum())
