@@ -223,6 +223,36 @@ def test_closing_a_twin_with_views_out_ends_its_workers_without_terminating_them
     assert [p.exitcode for p in processes] == [0] * len(processes)
 
 
+def test_an_episode_start_skips_the_views_still_out_and_changes_no_later_frame() -> None:
+    """Views asked for before ``present()`` are skipped by the workers that have not begun
+    them (nobody reads them), and the frames after it are the same to the bit whether the
+    old views were skipped or rendered: each frame's noise depends on its request alone."""
+    twins = [TwinRig(seed=2), TwinRig(seed=2)]
+    try:
+        frames = []
+        for k, twin in enumerate(twins):
+            for cam in twin.cameras.values():
+                cam.read()
+            _drive(twin, 3)
+            pool = twin._views.worker
+            assert isinstance(pool, ViewWorkers)
+            for _ in range(5):  # More than a worker renders before the restart below.
+                pool.submit(twin._physics, twin._views.names, twin.now(), 10**6)
+            if k == 1:
+                pool.collect(None, wait=True)  # The second twin renders every view out.
+            twin.present()
+            _drive(twin, 4)
+            frames.append({n: c.read() for n, c in twin.cameras.items()})
+        skipped = [sum(w.skipped for w in twin._views.worker.members) for twin in twins]
+        assert skipped[0] >= 3 * 3 and skipped[1] == 0
+        for name in frames[0]:
+            assert frames[0][name].stamp == frames[1][name].stamp
+            np.testing.assert_array_equal(frames[0][name].image, frames[1][name].image, name)
+    finally:
+        for twin in twins:
+            twin.close()
+
+
 def test_shadow_map_follows_the_delivered_size() -> None:
     assert shadow_map_for((256, 256), 512) == 512
     assert shadow_map_for((64, 64), 512) == 128

@@ -35,6 +35,7 @@ from multiprocessing import get_context
 from multiprocessing.connection import Connection
 from multiprocessing.context import ForkServerContext, SpawnContext
 from multiprocessing.process import BaseProcess
+from typing import Any
 
 import mujoco
 import numpy as np
@@ -216,17 +217,24 @@ class _Views:
         self.physics, self.effects, self.rng = physics, effects, rng
         self.stored = StoredObjects(physics.model) if skip_stored else None
 
-    def render(self, names: tuple[str, ...]) -> dict[str, np.ndarray]:
+    def render(
+        self, names: tuple[str, ...], rng: np.random.Generator | None = None
+    ) -> dict[str, np.ndarray]:
+        """The views ``names`` of the current state, their noise drawn from ``rng`` (default
+        this renderer's own stream)."""
         data = self.physics.mjdata(0)
         if self.stored is not None:
             self.stored.hide(self.physics.model, data.qpos)
         views = self.renderer.render_cameras(data, names)
-        return {n: self.effects[n].apply(img, self.rng) for n, img in views.items()}
+        rng = self.rng if rng is None else rng
+        return {n: self.effects[n].apply(img, rng) for n, img in views.items()}
 
 
-def _serve(conn: Connection) -> None:
-    """The worker: take its scene (model, world, effects, seed, blur, sites, its cameras) from
-    ``conn``, then render (state, camera names) requests until ``None`` arrives."""
+def _serve(conn: Connection, skip_below: Any) -> None:
+    """The worker: take its scene (model, world, effects, seed, blur, sites, its cameras,
+    whether to leave stored objects out) from ``conn``, then render (state, camera names,
+    serial number) requests until ``None`` arrives. A request numbered below ``skip_below``
+    (a shared integer the twin raises when its state jumps) is answered without a render."""
     views = None
     try:
         model, world, effects, seed, blur, sites, cameras, skip_stored = conn.recv()
@@ -240,9 +248,15 @@ def _serve(conn: Connection) -> None:
             request = conn.recv()
             if request is None:
                 break
-            state, names = request
+            state, names, serial = request
+            if serial < skip_below.value:
+                # Asked before the twin's state jumped: nobody reads these views.
+                conn.send(("skipped", None))
+                continue
             state.write(physics)
-            images = views.render(names)
+            # A frame's noise depends on the worker's seed and the request's number alone, so
+            # which stale requests were skipped (a matter of timing) changes no later frame.
+            images = views.render(names, np.random.default_rng((seed, serial)))
             conn.send(("ok", (images, time.process_time())))
     except (EOFError, BrokenPipeError, ConnectionResetError):
         pass  # The twin went away without closing: nothing to answer.
@@ -308,11 +322,17 @@ class ViewWorker:
         out the objects waiting in storage."""
         ctx = _context()
         self._conn, child = ctx.Pipe()
+        # Requests numbered below it are skipped (``skip_pending``); in shared memory, so the
+        # worker sees a raise before it reads the requests already queued.
+        self._skip_below = ctx.RawValue("q", 0)
+        self._serial = 0
         # The scene goes over the pipe, not as the process's arguments: multiprocessing
         # writes those to the new process while it still holds the pipe's other end, so a
         # child that dies on start (a script without a main guard, or read from stdin) would
         # leave that write, and the twin, waiting forever.
-        self.process = ctx.Process(target=_serve, args=(child,), name="twin-views", daemon=True)
+        self.process = ctx.Process(
+            target=_serve, args=(child, self._skip_below), name="twin-views", daemon=True
+        )
         self.process.start()
         child.close()
         try:
@@ -329,13 +349,21 @@ class ViewWorker:
         self.pending: deque[_Request] = deque()
         # The worker's CPU time (s, all its threads) when it finished its latest views.
         self.cpu_s = 0.0
+        # How many requests it skipped (``skip_pending``).
+        self.skipped = 0
         self._finalizer = weakref.finalize(self, _stop, self.process, self._conn)
 
     def submit(self, state: ViewState, names: tuple[str, ...], time: float, due: int) -> None:
         """Ask for the views ``names`` of ``state`` (the twin's ``time``), to be shown from
         period ``due`` on."""
-        self._conn.send((state, names))
+        self._conn.send((state, names, self._serial))
+        self._serial += 1
         self.pending.append(_Request(time, due))
+
+    def skip_pending(self) -> None:
+        """Have the worker skip the requests out that it has not begun: they are still
+        answered, in order, without views."""
+        self._skip_below.value = self._serial
 
     def ready(self) -> bool:
         """Whether the oldest request's views are done (or nothing is out)."""
@@ -352,6 +380,9 @@ class ViewWorker:
             ) from None
         if kind == "error":
             raise RuntimeError(f"the twin's view worker failed:\n{payload}")
+        if kind == "skipped":
+            self.skipped += 1
+            return request.time, {}
         views: dict[str, np.ndarray]
         views, self.cpu_s = payload
         return request.time, views
@@ -413,7 +444,10 @@ class ViewWorkers:
         return out
 
     def restart(self) -> None:
-        """Drop every request out; the next ones carry the object sizes again."""
+        """Drop every request out (those not begun are skipped, not rendered); the next ones
+        carry the object sizes again."""
+        for worker in self.members:
+            worker.skip_pending()
         self.collect(None, wait=True)
         self._shaped.clear()
 
