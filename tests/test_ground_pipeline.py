@@ -163,3 +163,31 @@ def test_ground_all_cli_on_an_existing_capture(
     # The same capture grounds to the same world, to the bit (OpenCV on one thread; on two the
     # calibrations differed in the ninth digit from run to run).
     assert (folder / "grounded.yaml").read_bytes() == (grounded[0] / "grounded.yaml").read_bytes()
+
+
+def test_the_report_plots_draw_without_pyplot(tmp_path: Path) -> None:
+    """The Studio writes the report from a job thread, where pyplot would pick the running Qt
+    application's backend: the report's plots use their own Agg canvases, and pyplot is
+    never imported (a fresh interpreter draws the fingertip and TCP plots)."""
+    script = f"""
+import sys
+from types import SimpleNamespace as NS
+import numpy as np
+from pathlib import Path
+from r2s2r.ground import report
+t = np.linspace(0.0, 1.0, 50)
+arm = NS(t=[t], measured=[np.zeros((50, 3))], predicted=[np.ones((50, 3))],
+         predicted_nominal=[np.ones((50, 3))], sides=("left",), tcp_rms_mm=1.0,
+         nominal_tcp_rms_mm=9.0)
+hand = NS(measured_tips=[np.zeros((50, 5, 3))], predicted_tips=[np.ones((50, 5, 3))],
+          fingertip_rms_mm=0.5, nominal_fingertip_rms_mm=3.0)
+result = NS(sysid=NS(arm=arm, hand=hand))
+out = Path({str(tmp_path)!r})
+report._plot_tcp(result, out / "tcp.png")
+report._plot_fingertips(result, out / "fingertips.png")
+assert "matplotlib.pyplot" not in sys.modules, "pyplot was imported"
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    for name in ("tcp.png", "fingertips.png"):
+        assert (tmp_path / name).stat().st_size > 1000

@@ -1,4 +1,9 @@
-"""The grounding report: Markdown with PNG plots, every figure grounded next to nominal."""
+"""The grounding report: Markdown with PNG plots, every figure grounded next to nominal.
+
+Figures are drawn on matplotlib's Agg canvas directly, never through pyplot: the Studio
+writes this report from a job thread, and pyplot there picks the running Qt application's
+backend and makes its windows off the GUI thread (a Studio test hung on it).
+"""
 
 from __future__ import annotations
 
@@ -12,19 +17,25 @@ from r2s2r.ground.grounding import Grounding
 from r2s2r.ground.register import draw_overlay
 
 
-def _save(fig: Any, path: Path) -> None:
-    import matplotlib.pyplot as plt
+def _figure(**kwargs: Any) -> Any:
+    """A matplotlib ``Figure`` on its own Agg canvas (no pyplot, no backend state)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
+    fig = Figure(**kwargs)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _save(fig: Any, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=90)
-    plt.close(fig)
 
 
 def _plot_cameras(result: Grounding, path: Path) -> None:
-    import matplotlib.pyplot as plt
-
     names = list(result.cameras)
-    fig, axes = plt.subplots(1, len(names), figsize=(5 * len(names), 3.4))
+    fig = _figure(figsize=(5 * len(names), 3.4))
+    axes = fig.subplots(1, len(names))
     for ax, name in zip(np.atleast_1d(axes), names, strict=True):
         g = result.cameras[name]
         c = g.calibration
@@ -44,10 +55,9 @@ def _plot_cameras(result: Grounding, path: Path) -> None:
 
 
 def _plot_tcp(result: Grounding, path: Path) -> None:
-    import matplotlib.pyplot as plt
-
     arm = result.sysid.arm
-    fig, axes = plt.subplots(3, 1, figsize=(9, 6), sharex=True)
+    fig = _figure(figsize=(9, 6))
+    axes = fig.subplots(3, 1, sharex=True)
     t, meas = arm.t[0], arm.measured[0]
     for k, axis in enumerate("xyz"):
         ax = axes[k]
@@ -65,10 +75,9 @@ def _plot_tcp(result: Grounding, path: Path) -> None:
 
 
 def _plot_fingertips(result: Grounding, path: Path) -> None:
-    import matplotlib.pyplot as plt
-
     hand = result.sysid.hand
-    fig, ax = plt.subplots(figsize=(9, 3.2))
+    fig = _figure(figsize=(9, 3.2))
+    ax = fig.subplots()
     meas, pred = hand.measured_tips[0], hand.predicted_tips[0]
     for f in range(meas.shape[1]):
         ax.plot(1e3 * meas[:, f, 2], "k", lw=1.2, label="rig" if f == 0 else None)
