@@ -23,6 +23,7 @@ it).
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import math
 import multiprocessing
 import time
@@ -35,7 +36,6 @@ from multiprocessing import get_context
 from multiprocessing.connection import Connection
 from multiprocessing.context import ForkServerContext, SpawnContext
 from multiprocessing.process import BaseProcess
-from typing import Any
 
 import mujoco
 import numpy as np
@@ -204,7 +204,7 @@ class _Views:
         physics: Physics,
         world: WorldSpec,
         effects: dict[str, CameraEffects],
-        rng: np.random.Generator,
+        rng: np.random.Generator | None,
         blur: str,
         native: bool,
         sites: bool = True,
@@ -212,7 +212,9 @@ class _Views:
         depth: bool = True,
         skip_stored: bool = False,
     ) -> None:
-        """``skip_stored``: leave out the objects waiting in storage (``StoredObjects``)."""
+        """``rng``: the noise stream of ``render`` calls that give none (None: every call
+        gives its own); ``skip_stored``: leave out the objects waiting in storage
+        (``StoredObjects``)."""
         self.renderer = SceneRenderer(physics, world, depth, native, blur, sites, cameras)
         self.physics, self.effects, self.rng = physics, effects, rng
         self.stored = StoredObjects(physics.model) if skip_stored else None
@@ -227,10 +229,11 @@ class _Views:
             self.stored.hide(self.physics.model, data.qpos)
         views = self.renderer.render_cameras(data, names)
         rng = self.rng if rng is None else rng
+        assert rng is not None, "a renderer without a noise stream is given one per call"
         return {n: self.effects[n].apply(img, rng) for n, img in views.items()}
 
 
-def _serve(conn: Connection, skip_below: Any) -> None:
+def _serve(conn: Connection, skip_below: ctypes.c_longlong) -> None:
     """The worker: take its scene (model, world, effects, seed, blur, sites, its cameras,
     whether to leave stored objects out) from ``conn``, then render (state, camera names,
     serial number) requests until ``None`` arrives. A request numbered below ``skip_below``
@@ -239,10 +242,10 @@ def _serve(conn: Connection, skip_below: Any) -> None:
     try:
         model, world, effects, seed, blur, sites, cameras, skip_stored = conn.recv()
         physics = MujocoPhysics(model)
-        rng = np.random.default_rng(seed)
         # Only its own cameras get render contexts (each takes a fifth of a second to make).
+        # Each request brings its own noise stream (below), so the views keep none.
         views = _Views(
-            physics, world, effects, rng, blur, False, sites, cameras, False, skip_stored
+            physics, world, effects, None, blur, False, sites, cameras, False, skip_stored
         )
         while True:
             request = conn.recv()
