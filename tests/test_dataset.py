@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import shutil
 import signal
 import subprocess
@@ -156,6 +157,24 @@ def test_lossy_round_trip_within_codec_tolerance(tmp_path: Path, episodes: list[
             err = np.abs(decoded - captured)
             psnr = 10 * np.log10(255**2 / np.mean(err**2))
             assert err.mean() < 8.0 and psnr > 25.0, (cam.name, err.mean(), psnr)
+
+
+def test_x264_is_held_to_avx2_on_a_cpu_with_avx512() -> None:
+    """Its AVX-512 functions coded the same frames differently from one process to the next
+    on this project's AVX-512 machine (``r2s2r.data.video.x264_params``); the resumed
+    generation test (tests/test_behavior.py) compares the coded views to the bit."""
+    from r2s2r.data import video
+
+    avx2 = frozenset(
+        ["sse2", "ssse3", "sse4_1", "sse4_2", "avx", "avx2", "fma", "bmi1", "bmi2", "abm"]
+    )
+    assert video.x264_params(avx2 | {"avx512f", "avx512bw"}) == {"x264-params": "asm=AVX2"}
+    assert video.x264_params(avx2) == {}  # x264 picks its own functions
+    assert video.x264_params(frozenset()) == {}  # no /proc/cpuinfo, another architecture
+    # AVX-512 without a feature x264's AVX2 level needs: never name what the CPU lacks.
+    assert video.x264_params(avx2 - {"bmi2"} | {"avx512f"}) == {}
+    if Path("/proc/cpuinfo").is_file():
+        assert "sse2" in video.cpu_flags() or platform.machine() not in ("x86_64", "AMD64")
 
 
 def test_discarded_episode_never_reaches_disk_and_reopen_continues(

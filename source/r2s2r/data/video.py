@@ -2,11 +2,15 @@
 
 Frame ``i`` of a stream has presentation time ``i / fps``; the decoder finds frames by that
 time, seeking to the keyframe before the target and decoding forward.
+
+The same frames code to the same bytes in every process: on an x86 CPU with AVX-512 the
+encoder leaves x264's AVX-512 functions out (``x264_params``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import queue
 import threading
 from collections import OrderedDict
@@ -18,6 +22,36 @@ import av
 import numpy as np
 
 from r2s2r.data.config import DatasetError, VideoCfg
+
+# The CPU features x264's AVX2 level needs (as /proc/cpuinfo names them; abm is LZCNT).
+_AVX2_LEVEL = frozenset({"avx", "avx2", "fma", "bmi1", "bmi2", "abm", "sse4_2", "ssse3"})
+
+
+def x264_params(cpu_flags: frozenset[str]) -> dict[str, str]:
+    """x264 settings beyond the stream's own for a CPU with ``cpu_flags``: where it has
+    AVX-512, x264 is held to its AVX2 functions (``asm=AVX2`` replaces what x264 detects,
+    so it is named only where the CPU has every feature that level uses). On this project's
+    2-core AMD EPYC the AVX-512 functions coded the same frames differently in about one
+    process in five (one group of pictures a few bytes apart, decoding 46-50 dB from the
+    usual one), so a resumed generation's videos were not an uninterrupted one's; the AVX2
+    ones gave the same bytes every time, no slower (README, "Behavior: simulated
+    demonstrations"). Other CPUs keep x264's own choice."""
+    if "avx512f" in cpu_flags and cpu_flags >= _AVX2_LEVEL:
+        return {"x264-params": "asm=AVX2"}
+    return {}
+
+
+@functools.cache
+def cpu_flags() -> frozenset[str]:
+    """This machine's CPU feature flags from /proc/cpuinfo (empty where there is none)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return frozenset()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return frozenset(line.partition(":")[2].split())
+    return frozenset()
 
 
 class VideoEncoder:
@@ -46,7 +80,7 @@ class VideoEncoder:
         # One encoder thread: x264's frame threads cost a quarter more CPU per frame at these
         # sizes, and the cores are already shared (one stream per camera, renders, physics,
         # generation workers).
-        stream.options = {**options, "threads": "1"}
+        stream.options = {**options, "threads": "1", **x264_params(cpu_flags())}
         stream.codec_context.time_base = Fraction(1, fps)
         self._stream = stream
         self._time_base = Fraction(1, fps)
