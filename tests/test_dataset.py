@@ -159,7 +159,7 @@ def test_lossy_round_trip_within_codec_tolerance(tmp_path: Path, episodes: list[
             assert err.mean() < 8.0 and psnr > 25.0, (cam.name, err.mean(), psnr)
 
 
-def test_x264_is_held_to_avx2_on_a_cpu_with_avx512() -> None:
+def test_x264_is_held_to_avx2_on_a_cpu_with_avx512(tmp_path: Path) -> None:
     """Its AVX-512 functions coded the same frames differently from one process to the next
     on this project's AVX-512 machine (``r2s2r.data.video.x264_params``); the resumed
     generation test (tests/test_behavior.py) compares the coded views to the bit."""
@@ -175,6 +175,12 @@ def test_x264_is_held_to_avx2_on_a_cpu_with_avx512() -> None:
     assert video.x264_params(avx2 - {"bmi2"} | {"avx512f"}) == {}
     if Path("/proc/cpuinfo").is_file():
         assert "sse2" in video.cpu_flags() or platform.machine() not in ("x86_64", "AMD64")
+    # The encoder passes them on (here: asm=AVX2 on this project's AVX-512 machine).
+    encoder = video.VideoEncoder(tmp_path / "a.mp4", 32, 32, 50, VideoCfg())
+    try:
+        assert video.x264_params(video.cpu_flags()).items() <= encoder._stream.options.items()
+    finally:
+        encoder.abort()
 
 
 def test_discarded_episode_never_reaches_disk_and_reopen_continues(

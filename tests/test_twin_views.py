@@ -314,7 +314,7 @@ def test_wide_views_follow_the_views_density_and_keep_the_look() -> None:
         assert np.array_equal(a["head"], b["head"])
         # Another frame of the same state at the world's density (another noise draw): what
         # a camera's own noise changes from frame to frame (MAD about 2 here).
-        again = world._views.local().render(tuple(small))
+        again = world._views.local().render(tuple(small), world._views._rng)
         for name in small:
             assert a[name].shape == b[name].shape == (256, 256, 3)
             assert _psnr(a[name], b[name]) > 30.0, name

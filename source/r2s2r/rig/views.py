@@ -204,7 +204,6 @@ class _Views:
         physics: Physics,
         world: WorldSpec,
         effects: dict[str, CameraEffects],
-        rng: np.random.Generator | None,
         blur: str,
         native: bool,
         sites: bool = True,
@@ -212,24 +211,17 @@ class _Views:
         depth: bool = True,
         skip_stored: bool = False,
     ) -> None:
-        """``rng``: the noise stream of ``render`` calls that give none (None: every call
-        gives its own); ``skip_stored``: leave out the objects waiting in storage
-        (``StoredObjects``)."""
+        """``skip_stored``: leave out the objects waiting in storage (``StoredObjects``)."""
         self.renderer = SceneRenderer(physics, world, depth, native, blur, sites, cameras)
-        self.physics, self.effects, self.rng = physics, effects, rng
+        self.physics, self.effects = physics, effects
         self.stored = StoredObjects(physics.model) if skip_stored else None
 
-    def render(
-        self, names: tuple[str, ...], rng: np.random.Generator | None = None
-    ) -> dict[str, np.ndarray]:
-        """The views ``names`` of the current state, their noise drawn from ``rng`` (default
-        this renderer's own stream)."""
+    def render(self, names: tuple[str, ...], rng: np.random.Generator) -> dict[str, np.ndarray]:
+        """The views ``names`` of the current state, their noise drawn from ``rng``."""
         data = self.physics.mjdata(0)
         if self.stored is not None:
             self.stored.hide(self.physics.model, data.qpos)
         views = self.renderer.render_cameras(data, names)
-        rng = self.rng if rng is None else rng
-        assert rng is not None, "a renderer without a noise stream is given one per call"
         return {n: self.effects[n].apply(img, rng) for n, img in views.items()}
 
 
@@ -243,10 +235,7 @@ def _serve(conn: Connection, skip_below: ctypes.c_longlong) -> None:
         model, world, effects, seed, blur, sites, cameras, skip_stored = conn.recv()
         physics = MujocoPhysics(model)
         # Only its own cameras get render contexts (each takes a fifth of a second to make).
-        # Each request brings its own noise stream (below), so the views keep none.
-        views = _Views(
-            physics, world, effects, None, blur, False, sites, cameras, False, skip_stored
-        )
+        views = _Views(physics, world, effects, blur, False, sites, cameras, False, skip_stored)
         while True:
             request = conn.recv()
             if request is None:
@@ -594,7 +583,7 @@ class TwinViews:
             self._mark(names, t)
             self._absorb(pool.collect(None, wait=True))
             return
-        for cam, image in self.local().render(names).items():
+        for cam, image in self.local().render(names, self._rng).items():
             self._held[cam] = Frame(t, image)
         self._mark(names, t)
 
@@ -604,7 +593,6 @@ class TwinViews:
                 self.physics,
                 self.world,
                 self.effects,
-                self._rng,
                 self.cfg.blur,
                 self.native,
                 self.cfg.sites,
