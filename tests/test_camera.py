@@ -282,3 +282,39 @@ def test_plan_respects_density_and_size_cap() -> None:
     assert remap.valid.sum() == FisheyeRemap(intr, wide).valid.sum()
     with pytest.raises(ValueError, match="max_fov_deg"):
         plan_wide_render(intr, max_fov_deg=180.0)
+
+
+SMALL_PINHOLE = Intrinsics("pinhole", 64, 48, 50.0, 50.0, 31.5, 23.5)
+
+
+@pytest.mark.parametrize(
+    ("native", "max_fov_deg"),
+    [(FISHEYE_NATIVE, 150.0), (PINHOLE_NATIVE, 180.0), (SMALL_PINHOLE, 180.0)],
+)
+def test_pixels_per_radian_bounds_how_far_a_turn_moves_a_point(
+    native: Intrinsics, max_fov_deg: float
+) -> None:
+    """No ray within the field of view, turned by a small angle in any direction, moves its
+    image point by more than ``pixels_per_radian`` times the angle; some turn comes close.
+    An ideal pinhole's is f / cos^2 of its widest angle (one pixel in from its corners)."""
+    intr = native.scaled(96, 72) if native.width > 96 else native
+    per_radian = camera.pixels_per_radian(intr, max_fov_deg)
+    rng = np.random.default_rng(0)
+    pixels = rng.uniform([1, 1], [intr.width - 2, intr.height - 2], (4000, 2))
+    rays = np.concatenate([intr.undistort_pixels(pixels), np.ones((len(pixels), 1))], axis=1)
+    rays /= np.linalg.norm(rays, axis=1, keepdims=True)
+    keep = rays[:, 2] > math.cos(math.radians(max_fov_deg / 2 - 1))
+    back = intr.project(rays)
+    keep &= np.linalg.norm(back - pixels, axis=1) < 1e-6
+    rays, pixels = rays[keep], pixels[keep]
+    angle = 1e-4
+    side = rng.normal(size=rays.shape)
+    side -= np.einsum("ij,ij->i", side, rays)[:, None] * rays
+    side /= np.linalg.norm(side, axis=1, keepdims=True)
+    turned = rays * math.cos(angle) + side * math.sin(angle)
+    moved = np.linalg.norm(intr.project(turned) - pixels, axis=1) / angle
+    assert moved.max() <= per_radian * 1.01
+    assert moved.max() >= per_radian * 0.8
+    if intr.is_ideal_pinhole:
+        corner = np.array([intr.width - 2 - intr.cx, intr.height - 2 - intr.cy]) / intr.fx
+        assert per_radian == pytest.approx(intr.fx * (1 + corner @ corner), rel=0.02)

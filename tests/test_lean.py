@@ -19,6 +19,7 @@ from r2s2r.sim.lean import (
     cylinder_mesh,
     merge_static,
     mesh_primitives,
+    tessellation_for,
 )
 from r2s2r.sim.physics import MujocoPhysics
 from r2s2r.sim.render import SceneRenderer
@@ -126,6 +127,59 @@ def test_meshed_cell_keeps_ids_state_and_look() -> None:
         views.append(_views(physics, world))
     for name in views[0]:
         assert _psnr(views[0][name], views[1][name]) > 45.0, name
+
+
+def test_tessellation_follows_the_delivered_size() -> None:
+    """The spec's slices and stacks at 256 px and above, fewer with the square root of the
+    size below it, never under 6 x 4."""
+    assert tessellation_for(256, 12, 8) == (12, 8)
+    assert tessellation_for(1024, 12, 8) == (12, 8)
+    assert tessellation_for(128, 12, 8) == (8, 6)
+    assert tessellation_for(64, 12, 8) == (6, 4)
+    assert tessellation_for(16, 12, 8) == (6, 4)
+    assert tessellation_for(64, 32, 16) == (16, 8)
+    assert tessellation_for(64, 4, 3) == (4, 3)  # Never more than the spec's.
+    for size in (0, -64):
+        with pytest.raises(ValueError, match="size"):
+            tessellation_for(size, 12, 8)
+
+
+def _bent_views(size: int, quality: tuple[int, int] | None, detail: int | None) -> dict:
+    """The three views, at ``size`` px, of the bent arms and hands drawn as meshes of the
+    spec's tessellation (or ``quality``), matched to ``detail`` px if given."""
+    world = _shadowed()
+    world = world.replace(render=world.render.model_copy(update={"obs_size": (size, size)}))
+
+    def lean(spec: mujoco.MjSpec) -> None:
+        if quality is not None:
+            spec.visual.quality.numslices, spec.visual.quality.numstacks = quality
+        mesh_primitives(spec, lambda body: body.startswith(OBJECT_PREFIX), detail)
+
+    return _views(_bent(build_scene(load_task("pick_sort"), world, lean).model), world)
+
+
+def _strays(a: dict, b: dict, size: int) -> float:
+    """Pixels (per pixel of image side) where two sets of views differ by more than 16 grey
+    levels: how long, in pixels, the outlines where their surfaces part are."""
+    return (
+        sum(float(np.sum(np.abs(a[n].astype(np.int64) - b[n]).max(axis=-1) > 16)) for n in a) / size
+    )
+
+
+def test_matched_tessellation_strays_as_far_in_pixels_as_at_256_px() -> None:
+    """The facets of the arms and hands, tessellated for 64 px views, part from the true
+    surfaces (a fine tessellation) along outlines about as long, for their size, as the
+    spec's own tessellation's at 256 px (1.28 and 1.24 pixels per pixel of image side when
+    written): the same look in pixels, with a quarter of the triangles. Coarser still
+    (4 x 3, 2.25), they would not."""
+    fine = (48, 32)
+    at_256 = _strays(_bent_views(256, None, None), _bent_views(256, fine, None), 256)
+    small_fine = _bent_views(64, fine, None)
+    at_64 = _strays(_bent_views(64, None, 64), small_fine, 64)
+    coarser = _strays(_bent_views(64, (4, 3), None), small_fine, 64)
+    assert at_256 > 0.3
+    assert at_64 < 1.3 * at_256
+    assert coarser > 1.5 * at_256
 
 
 def _bent(model: mujoco.MjModel) -> MujocoPhysics:

@@ -4,12 +4,14 @@ own frame rate, and worker processes that end cleanly."""
 
 from __future__ import annotations
 
+import copy
 import gc
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import cv2
 import mujoco
 import numpy as np
 import pytest
@@ -17,7 +19,7 @@ import pytest
 from r2s2r.rig.truth import CameraEffects
 from r2s2r.rig.twin import TwinRig
 from r2s2r.rig.views import TwinViewsCfg, ViewWorkers, shadow_map_for
-from r2s2r.sim.render import SceneRenderer
+from r2s2r.sim.render import CameraPlan, SceneRenderer
 from r2s2r.spec.worlds import load_world
 
 PERIOD = 0.02
@@ -80,6 +82,77 @@ def test_one_render_blur_keeps_the_look(moving: TwinRig, shutter_s: float | None
     finally:
         ref.close()
         fast.close()
+
+
+def _turns(flow: np.ndarray, plan: CameraPlan) -> np.ndarray:
+    """The angle (rad) between the rays of each render pixel u and u + flow(u), where the
+    delivered image samples the render."""
+    p = plan.pinhole
+    assert p is not None
+    v, u = np.mgrid[0 : p.height, 0 : p.width].astype(np.float64)
+
+    def rays(u: np.ndarray, v: np.ndarray) -> np.ndarray:
+        r = np.stack([(u - p.cx) / p.fx, (v - p.cy) / p.fy, np.ones_like(u)], axis=-1)
+        return r / np.linalg.norm(r, axis=-1, keepdims=True)
+
+    now, start = rays(u, v), rays(u + flow[..., 0], v + flow[..., 1])
+    turns = np.arccos(np.clip(np.sum(now * start, axis=-1), -1.0, 1.0))
+    if plan.remap is None:
+        return turns.ravel()
+    return turns[now[..., 2] > np.cos(np.radians(plan.remap.wide.max_fov_deg / 2))]
+
+
+def test_the_motion_bound_holds_without_a_render_and_is_close(moving: TwinRig) -> None:
+    """``MotionFlow.largest_turn`` (geom poses only) is at least the largest turn of any
+    pixel's ray over the shutter that the id pass finds, and within three times it, in each
+    view of both arms moving fast and the belt running, at the twin's shutter and longer."""
+    physics = moving._physics
+    renderer = SceneRenderer(physics, moving.reveal_truth().world, blur="flow")
+    data = physics.mjdata(0)
+    start = mujoco.MjData(physics.model)
+    start.mocap_pos[:], start.mocap_quat[:] = data.mocap_pos, data.mocap_quat
+    try:
+        for plan in renderer.plans:
+            for shutter_s in (plan.motion_blur_s, 0.02):
+                renderer._integrate_back(data, start, shutter_s)
+                flow = renderer._flow(plan)
+                seen = float(_turns(flow.flow(data, start), plan).max())
+                bound = flow.largest_turn(data, start)
+                assert seen > 1e-4, plan.name
+                # 1.2-1.9 times when written.
+                assert seen <= bound < 3.0 * seen, (plan.name, shutter_s, seen, bound)
+    finally:
+        renderer.close()
+
+
+def test_a_view_that_hardly_moves_is_left_unblurred(moving: TwinRig) -> None:
+    """With ``still_px`` the flow renderer skips the blur (and its id pass) where the bound
+    says nothing moves that far: a still state's views are the sharp renders, as are the
+    moving state's under a huge threshold; with none, the moving views are blurred."""
+    physics = moving._physics
+    world = moving.reveal_truth().world
+    data = physics.mjdata(0)
+    still = copy.copy(data)
+    still.qvel[:] = 0.0
+    skip = SceneRenderer(physics, world, blur="flow", still_px=0.1)
+    always = SceneRenderer(physics, world, blur="flow")
+    never = SceneRenderer(physics, world, blur="flow", still_px=1e9)
+    try:
+        calm, moved = skip.render_cameras(still), always.render_cameras(data)
+        huge = never.render_cameras(data)
+        for plan in skip.plans:
+            raw = skip.render_raw(data, plan)
+            sharp = plan.remap(raw) if plan.remap is not None else raw
+            if plan.exposure != 1.0:
+                sharp = cv2.convertScaleAbs(sharp, alpha=plan.exposure)
+            np.testing.assert_array_equal(huge[plan.name], sharp, err_msg=plan.name)
+            np.testing.assert_array_equal(calm[plan.name], sharp, err_msg=plan.name)
+            assert _mad(moved[plan.name], sharp) > 0.05, plan.name
+    finally:
+        for renderer in (skip, always, never):
+            renderer.close()
+    with pytest.raises(ValueError, match="still_px"):
+        SceneRenderer(physics, world, blur="flow", still_px=-1.0)
 
 
 @pytest.mark.parametrize("latency", [1, 2])
@@ -283,6 +356,9 @@ def test_views_config_is_checked() -> None:
         TwinViewsCfg(camera_fps=(("head", 10.0), ("head", 20.0)))
     with pytest.raises(ValueError, match="does not have"):
         TwinRig(seed=0, views=TwinViewsCfg(camera_fps=(("belly", 10.0),)))
+    for still in (-0.1, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="still_px"):
+            TwinViewsCfg(still_px=still)
     for latency in (0, 6, 1.5, True):
         with pytest.raises(ValueError, match="latency"):
             TwinViewsCfg(latency=latency)  # type: ignore[arg-type]

@@ -200,12 +200,16 @@ class TwinRig:
         scene = build_scene(self.task, drawn, extras, action_mode="tcp")
 
         # The model the view workers draw, made when they start (a twin that is never looked
-        # at does not compile it): the same cell with its primitives as meshes and its static
-        # geoms merged by colour.
+        # at does not compile it): the same cell with its primitives as meshes (tessellated
+        # for the delivered size, if asked) and its static geoms merged by colour.
+        detail = None
+        if views.match_detail and not native_cameras:
+            detail = max(truth_world.render.obs_size)
+
         def lean(spec: mujoco.MjSpec) -> None:
             extras(spec)
             if views.lean_geoms:
-                mesh_primitives(spec, keep=lambda body: body.startswith(OBJECT_PREFIX))
+                mesh_primitives(spec, lambda body: body.startswith(OBJECT_PREFIX), detail)
             if views.lean_cell:
                 merge_static(spec)
 

@@ -103,6 +103,19 @@ class TwinViewsCfg:
     # are drawn as 5 meshes and its 8 stored objects not at all, in every render pass, about
     # 6 % of the views' CPU (workers only; views above PSNR 45 dB).
     lean_cell: bool = True
+    # With ``lean_geoms``, tessellate those meshes for the delivered size
+    # (``sim/lean.py``'s ``tessellation_for``): the world's slices and stacks at 256 px, fewer
+    # below in proportion to the square root of the size, so that the facets stray from the
+    # curved surfaces by as many pixels as at 256 px (at 64 px 6 x 4 rather than 12 x 8, a
+    # quarter of the arms' and hands' triangles, which weigh on a small render as much as its
+    # pixels).
+    match_detail: bool = True
+    # Leave a frame unblurred when its motion over the shutter is bounded (without a render,
+    # ``MotionFlow.largest_turn``) under this many delivered pixels: the blur would move no
+    # edge by more than a tenth of a pixel (views above PSNR 60 dB). Small views skip more
+    # often (their pixels span more of the scene): in the scripted operator's takes at 64 px
+    # about half the frames, at 256 px few. 0 blurs every frame (flow blur only).
+    still_px: float = 0.1
 
     def __post_init__(self) -> None:
         if self.fps is not None and not self.fps > 0:
@@ -125,6 +138,8 @@ class TwinViewsCfg:
             )
         if self.blur not in BLUR_MODES:
             raise ValueError(f"blur must be one of {BLUR_MODES}, got {self.blur!r}")
+        if not (math.isfinite(self.still_px) and self.still_px >= 0):
+            raise ValueError(f"still_px must be a finite number >= 0, got {self.still_px!r}")
 
     def fps_of(self, name: str) -> float | None:
         """Frames per second of camera ``name`` (None: one every control period)."""
@@ -143,6 +158,8 @@ class TwinViewsCfg:
             sites=True,
             lean_geoms=False,
             lean_cell=False,
+            match_detail=False,
+            still_px=0.0,
         )
 
 
@@ -204,15 +221,17 @@ class _Views:
         physics: Physics,
         world: WorldSpec,
         effects: dict[str, CameraEffects],
-        blur: str,
+        cfg: TwinViewsCfg,
         native: bool,
-        sites: bool = True,
         cameras: tuple[str, ...] | None = None,
         depth: bool = True,
         skip_stored: bool = False,
     ) -> None:
-        """``skip_stored``: leave out the objects waiting in storage (``StoredObjects``)."""
-        self.renderer = SceneRenderer(physics, world, depth, native, blur, sites, cameras)
+        """``cfg``: its blur, sites and still threshold; ``skip_stored``: leave out the objects
+        waiting in storage (``StoredObjects``)."""
+        self.renderer = SceneRenderer(
+            physics, world, depth, native, cfg.blur, cfg.sites, cameras, cfg.still_px
+        )
         self.physics, self.effects = physics, effects
         self.stored = StoredObjects(physics.model) if skip_stored else None
 
@@ -226,16 +245,16 @@ class _Views:
 
 
 def _serve(conn: Connection, skip_below: ctypes.c_longlong) -> None:
-    """The worker: take its scene (model, world, effects, seed, blur, sites, its cameras,
-    whether to leave stored objects out) from ``conn``, then render (state, camera names,
+    """The worker: take its scene (model, world, effects, seed, views config, its cameras)
+    from ``conn``, then render (state, camera names,
     serial number) requests until ``None`` arrives. A request numbered below ``skip_below``
     (a shared integer the twin raises when its state jumps) is answered without a render."""
     views = None
     try:
-        model, world, effects, seed, blur, sites, cameras, skip_stored = conn.recv()
+        model, world, effects, seed, cfg, cameras = conn.recv()
         physics = MujocoPhysics(model)
         # Only its own cameras get render contexts (each takes a fifth of a second to make).
-        views = _Views(physics, world, effects, blur, False, sites, cameras, False, skip_stored)
+        views = _Views(physics, world, effects, cfg, False, cameras, False, cfg.lean_cell)
         while True:
             request = conn.recv()
             if request is None:
@@ -305,13 +324,12 @@ class ViewWorker:
         world: WorldSpec,
         effects: dict[str, CameraEffects],
         seed: int,
-        blur: str,
-        sites: bool = True,
+        cfg: TwinViewsCfg,
         cameras: tuple[str, ...] | None = None,
-        skip_stored: bool = False,
     ) -> None:
-        """``cameras``: the ones it will be asked for (default all); ``skip_stored``: leave
-        out the objects waiting in storage."""
+        """``cfg``: how it renders (its blur, sites, still threshold; with ``lean_cell`` it
+        leaves out the objects waiting in storage); ``cameras``: the ones it will be asked
+        for (default all)."""
         ctx = _context()
         self._conn, child = ctx.Pipe()
         # Requests numbered below it are skipped (``skip_pending``); in shared memory, so the
@@ -328,7 +346,7 @@ class ViewWorker:
         self.process.start()
         child.close()
         try:
-            self._conn.send((model, world, effects, seed, blur, sites, cameras, skip_stored))
+            self._conn.send((model, world, effects, seed, cfg, cameras))
         except (BrokenPipeError, ConnectionResetError) as err:
             self.process.join(_JOIN_S)
             raise RuntimeError(
@@ -589,14 +607,7 @@ class TwinViews:
 
     def local(self) -> _Views:
         if self._local is None:
-            self._local = _Views(
-                self.physics,
-                self.world,
-                self.effects,
-                self.cfg.blur,
-                self.native,
-                self.cfg.sites,
-            )
+            self._local = _Views(self.physics, self.world, self.effects, self.cfg, self.native)
         return self._local
 
     def _start(self) -> ViewWorkers:
@@ -607,11 +618,10 @@ class TwinViews:
             n = self.cfg.workers
             members = [
                 ViewWorker(
-                    model, world, effects, seed + 7919 * k, self.cfg.blur, self.cfg.sites,
-                    share(self.names, n, k), self.cfg.lean_cell,
+                    model, world, effects, seed + 7919 * k, self.cfg, share(self.names, n, k)
                 )
                 for k in range(n)
-            ]  # fmt: skip
+            ]
             self.worker = ViewWorkers(members, self.names)
         return self.worker
 

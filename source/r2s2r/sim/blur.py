@@ -103,6 +103,8 @@ class MotionFlow:
     ) -> None:
         """``option``: what the camera's render draws (geom and site groups), default all."""
         self.model, self.cam_id, self.pinhole = model, cam_id, pinhole
+        self._option = option if option is not None else mujoco.MjvOption()
+        self._near = float(model.vis.map.znear * model.stat.extent)
         w, h = pinhole.width, pinhole.height
         sw, sh = max(8, round(w * FLOW_SCALE)), max(8, round(h * FLOW_SCALE))
         self._pass = _IdDepthPass(model, cam_id, sw, sh, option)
@@ -123,14 +125,10 @@ class MotionFlow:
         grid_x, grid_y = np.meshgrid(np.arange(w, dtype=np.float32), np.arange(h, dtype=np.float32))
         self._grid = (grid_x, grid_y)
 
-    def flow(self, now: mujoco.MjData, start: mujoco.MjData) -> np.ndarray:
-        """(H, W, 2) float32: where the surface seen at each render pixel at ``now`` was at
-        ``start`` (both with kinematics computed), minus where it is now, in render pixels."""
-        ids, depth = self._pass(now)
-        on_geom = (ids >= 0) & (depth > 0)
+    def _motions(self, now: mujoco.MjData, start: mujoco.MjData) -> tuple[np.ndarray, np.ndarray]:
+        """Each geom's rigid motion over the shutter as one map per geom from the camera frame
+        now (OpenCV) to the camera frame at its start: x0 = a[g] x + b[g]."""
         cam = self.cam_id
-        # Each geom's rigid motion, composed into one map per geom from the camera frame now
-        # (OpenCV) to the camera frame at the shutter's start: x0 = A_g x + b_g.
         rot_now = now.cam_xmat[cam].reshape(3, 3) @ MJ_FROM_CV
         rot_start = start.cam_xmat[cam].reshape(3, 3) @ MJ_FROM_CV
         gmat = now.geom_xmat.reshape(-1, 3, 3)
@@ -141,6 +139,54 @@ class MotionFlow:
         a = rot_start.T @ motion @ rot_now
         # Row vectors: v @ R is R^T v.
         b = (motion @ now.cam_xpos[cam] + shift - start.cam_xpos[cam]) @ rot_start
+        return a, b
+
+    def largest_turn(self, now: mujoco.MjData, start: mujoco.MjData) -> float:
+        """An upper bound (radians) on how far the direction from the camera to any point of a
+        drawn geom turns between ``start`` and ``now``, found without a render. Times a view's
+        pixels per radian (``camera.pixels_per_radian``) it bounds the blur's motion in that
+        view's pixels.
+
+        A point x (camera frame now) goes to a x + b (``_motions``), so it moves by at most
+        spin |x| + |b|, spin = |a - I| = 2 sin(angle / 2) of the rotation a; or, about the
+        centre c of its geom's bounding box (half-diagonal r), by at most |a c + b - c| +
+        spin r. The direction to it turns by at most asin(move / |x|), and |x| is at least
+        the distance from the camera to that box (a plane's: to its surface), never less than
+        the near clipping plane."""
+        model = self.model
+        drawn = np.flatnonzero(
+            (self._option.geomgroup[np.clip(model.geom_group, 0, 5)] != 0)
+            & (model.geom_rgba[:, 3] > 0)
+        )
+        if len(drawn) == 0:
+            return 0.0
+        a, b = self._motions(now, start)
+        a, b = a[drawn], b[drawn]
+        cos = np.clip((np.trace(a, axis1=1, axis2=2) - 1.0) / 2.0, -1.0, 1.0)
+        spin = 2.0 * np.sin(np.arccos(cos) / 2.0)
+        rot = now.geom_xmat.reshape(-1, 3, 3)[drawn]
+        box_c, half = model.geom_aabb[drawn, :3], model.geom_aabb[drawn, 3:]
+        centre = now.geom_xpos[drawn] + np.einsum("gij,gj->gi", rot, box_c)
+        cam_pos = now.cam_xpos[self.cam_id]
+        # The camera in each box's frame, and its distance from the box.
+        local = np.einsum("gji,gj->gi", rot, cam_pos - centre)
+        dist = np.linalg.norm(np.maximum(np.abs(local) - half, 0.0), axis=1)
+        plane = model.geom_type[drawn] == int(mujoco.mjtGeom.mjGEOM_PLANE)
+        dist[plane] = np.abs(local[plane, 2])
+        dist = np.maximum(dist, self._near)
+        centre_cv = (centre - cam_pos) @ (now.cam_xmat[self.cam_id].reshape(3, 3) @ MJ_FROM_CV)
+        moved = np.einsum("gij,gj->gi", a, centre_cv) + b - centre_cv
+        about_camera = spin + np.linalg.norm(b, axis=1) / dist
+        about_centre = (np.linalg.norm(moved, axis=1) + spin * np.linalg.norm(half, axis=1)) / dist
+        ratio = np.where(plane, about_camera, np.minimum(about_camera, about_centre))
+        return float(np.arcsin(min(float(ratio.max()), 1.0)))
+
+    def flow(self, now: mujoco.MjData, start: mujoco.MjData) -> np.ndarray:
+        """(H, W, 2) float32: where the surface seen at each render pixel at ``now`` was at
+        ``start`` (both with kinematics computed), minus where it is now, in render pixels."""
+        ids, depth = self._pass(now)
+        on_geom = (ids >= 0) & (depth > 0)
+        a, b = self._motions(now, start)
         g = np.where(on_geom, ids, 0)
         points = self._rays * depth[..., None]
         cam0 = np.einsum("...ij,...j->...i", a[g], points) + b[g]

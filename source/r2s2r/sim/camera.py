@@ -27,6 +27,7 @@ __all__ = [
     "WideRender",
     "cv_pose_from_mj",
     "mj_pose_from_cv",
+    "pixels_per_radian",
     "plan_wide_render",
     "points_world_to_cv",
 ]
@@ -244,6 +245,32 @@ def _output_rays(intr: Intrinsics, max_fov_deg: float) -> tuple[np.ndarray, np.n
     valid = finite & (err < _ROUNDTRIP_TOL_PX) & (theta < math.radians(max_fov_deg) / 2.0)
     shape = (intr.height, intr.width)
     return rays.reshape(*shape, 2), valid.reshape(shape)
+
+
+def pixels_per_radian(intr: Intrinsics, max_fov_deg: float = 180.0) -> float:
+    """The most pixels that a turn of one radian in the direction of what a pixel shows moves
+    its image point, anywhere in ``intr``'s image (within ``max_fov_deg / 2`` of the axis):
+    how far, at most, an image point moves per radian that its ray turns.
+
+    It is the largest inverse singular value of the map from pixel to unit ray direction (an
+    ideal pinhole's is f / cos^2 of the widest angle, in its corners; a fisheye's is close to
+    its focal length everywhere)."""
+    rays, valid = _output_rays(intr, max_fov_deg)
+    unit = np.concatenate([rays, np.ones(rays.shape[:2] + (1,))], axis=-1)
+    unit /= np.linalg.norm(unit, axis=-1, keepdims=True)
+    # The ray's change per pixel step along u and v, where a pixel and its neighbours are valid.
+    du = unit[1:-1, 2:] - unit[1:-1, :-2]
+    dv = unit[2:, 1:-1] - unit[:-2, 1:-1]
+    ok = valid[1:-1, 1:-1] & valid[1:-1, 2:] & valid[1:-1, :-2] & valid[2:, 1:-1] & valid[:-2, 1:-1]
+    if not np.any(ok):
+        raise ValueError(f"no valid pixel neighbourhood in a {intr.width}x{intr.height} image")
+    # J^T J of the 3x2 Jacobian (central differences over two pixels); its smaller eigenvalue is
+    # the squared smallest singular value (radians per pixel).
+    a = np.einsum("...i,...i", du, du)[ok] / 4.0
+    b = np.einsum("...i,...i", du, dv)[ok] / 4.0
+    c = np.einsum("...i,...i", dv, dv)[ok] / 4.0
+    smallest = (a + c) / 2.0 - np.sqrt(((a - c) / 2.0) ** 2 + b**2)
+    return float(1.0 / np.sqrt(max(float(smallest.min()), 1e-30)))
 
 
 def plan_wide_render(

@@ -14,6 +14,7 @@ primitive's, so a model built this way is never the one that is simulated.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import mujoco
@@ -72,13 +73,45 @@ def cylinder_mesh(
     )
 
 
-def mesh_primitives(spec: mujoco.MjSpec, keep: Callable[[str], bool] = lambda body: False) -> int:
+# The delivered image size (pixels, larger side) at which curved surfaces are drawn with the
+# spec's own tessellation (``visual.quality``): the observation size the cell is specified at.
+DETAIL_SIZE = 256
+# The fewest segments ``tessellation_for`` gives a surface around and along its axis.
+MIN_SLICES, MIN_STACKS = 6, 4
+
+
+def tessellation_for(size: int, slices: int, stacks: int) -> tuple[int, int]:
+    """(slices, stacks) for curved surfaces drawn in images of ``size`` pixels, given the
+    spec's ``slices`` and ``stacks`` at ``DETAIL_SIZE``.
+
+    A circle of n segments strays from the true curve by about r (pi / n)^2 / 2 (the facets'
+    sagitta), which a view shows at a scale proportional to its size; segments in proportion
+    to the square root of the size keep that error, in pixels, what it is at ``DETAIL_SIZE``.
+    Never more than the spec's, never fewer than ``MIN_SLICES`` / ``MIN_STACKS``."""
+    if size <= 0:
+        raise ValueError(f"size must be a positive number of pixels, got {size!r}")
+    scale = min(1.0, math.sqrt(size / DETAIL_SIZE))
+    return (
+        min(slices, max(MIN_SLICES, round(slices * scale))),
+        min(stacks, max(MIN_STACKS, round(stacks * scale))),
+    )
+
+
+def mesh_primitives(
+    spec: mujoco.MjSpec,
+    keep: Callable[[str], bool] = lambda body: False,
+    size: int | None = None,
+) -> int:
     """Turn every capsule and cylinder geom of ``spec`` into a mesh of the same shape, except
     those on bodies whose name ``keep`` accepts (objects the cell rescales by their size).
-    The tessellation is the spec's own (``visual.quality``). Returns how many were turned."""
+    The tessellation is the spec's own (``visual.quality``), or with ``size`` (the delivered
+    images' larger side) the one ``tessellation_for`` gives for it. Returns how many were
+    turned."""
     model = spec.compile()  # Sizes, poses and ids as compiled (fromto resolved).
     slices = int(spec.visual.quality.numslices)
     stacks = int(spec.visual.quality.numstacks)
+    if size is not None:
+        slices, stacks = tessellation_for(size, slices, stacks)
     capsule, cylinder = int(mujoco.mjtGeom.mjGEOM_CAPSULE), int(mujoco.mjtGeom.mjGEOM_CYLINDER)
     turned = 0
     for geom in spec.geoms:

@@ -22,7 +22,13 @@ import numpy as np
 
 from r2s2r.sim.appearance import Appearance
 from r2s2r.sim.blur import MotionFlow
-from r2s2r.sim.camera import FisheyeRemap, Intrinsics, WideRender, plan_wide_render
+from r2s2r.sim.camera import (
+    FisheyeRemap,
+    Intrinsics,
+    WideRender,
+    pixels_per_radian,
+    plan_wide_render,
+)
 from r2s2r.sim.physics import Physics
 from r2s2r.spec.registry import Registry
 from r2s2r.spec.world import CAMERA_NAMES, WorldSpec
@@ -168,17 +174,24 @@ class SceneRenderer:
         blur: str = "samples",
         sites: bool = True,
         cameras: tuple[str, ...] | None = None,
+        still_px: float = 0.0,
     ) -> None:
-        """``cameras``: the cameras it renders (default all); only theirs get contexts."""
+        """``cameras``: the cameras it renders (default all); only theirs get contexts.
+        ``still_px`` (``flow`` blur): leave a view unblurred when its motion over the shutter
+        is bounded under that many pixels of the image it delivers (0: always blur)."""
         if blur not in BLUR_MODES:
             raise ValueError(f"blur must be one of {BLUR_MODES}, got {blur!r}")
+        if not (np.isfinite(still_px) and still_px >= 0):
+            raise ValueError(f"still_px must be a finite number >= 0, got {still_px!r}")
         unknown = sorted(set(cameras or ()) - set(CAMERA_NAMES))
         if unknown:
             raise ValueError(f"unknown cameras {unknown}; the cell's are {list(CAMERA_NAMES)}")
         model = physics.model
         self.physics = physics
         self.model = model
-        self.blur = blur
+        self.blur, self.still_px = blur, float(still_px)
+        # Pixels per radian of each camera's delivered image (``pixels_per_radian``).
+        self._pixels_per_radian: dict[str, float] = {}
         # What is drawn: the model's visible geom groups, and its sites unless ``sites`` is
         # off (markers no real camera sees; each costs a draw in every pass).
         self.option = mujoco.MjvOption()
@@ -278,9 +291,11 @@ class SceneRenderer:
             # One render now; the state at the shutter's start only moves the pixels.
             self._integrate_back(data, scratch, plan.motion_blur_s)
             flow = self._flow(plan)
-            return flow.blur(
-                self.render_raw(data, plan), flow.flow(data, scratch), MOTION_BLUR_SAMPLES
-            )
+            image = self.render_raw(data, plan)
+            # Where nothing moves far enough to show: no id pass, no blur.
+            if self.still_px > 0 and self._moves_less(data, scratch, plan, flow):
+                return image
+            return flow.blur(image, flow.flow(data, scratch), MOTION_BLUR_SAMPLES)
         for k in range(MOTION_BLUR_SAMPLES):
             back = plan.motion_blur_s * k / (MOTION_BLUR_SAMPLES - 1)
             self._integrate_back(data, scratch, back)
@@ -298,6 +313,25 @@ class SceneRenderer:
         mujoco.mj_kinematics(model, scratch)
         mujoco.mj_comPos(model, scratch)
         mujoco.mj_camlight(model, scratch)
+
+    def _moves_less(
+        self, data: mujoco.MjData, start: mujoco.MjData, plan: CameraPlan, flow: MotionFlow
+    ) -> bool:
+        """Whether nothing drawn moves by ``still_px`` pixels of the delivered image between
+        ``start`` and ``data`` (a bound, ``MotionFlow.largest_turn``)."""
+        return flow.largest_turn(data, start) * self._per_radian(plan) < self.still_px
+
+    def _per_radian(self, plan: CameraPlan) -> float:
+        """The most pixels of ``plan``'s delivered image that a radian of motion spans."""
+        value = self._pixels_per_radian.get(plan.name)
+        if value is None:
+            if plan.remap is None:
+                assert plan.pinhole is not None
+                value = pixels_per_radian(plan.pinhole)
+            else:
+                value = pixels_per_radian(plan.remap.intr_out, plan.remap.wide.max_fov_deg)
+            self._pixels_per_radian[plan.name] = value
+        return value
 
     def _flow(self, plan: CameraPlan) -> MotionFlow:
         flow = self._flows.get(plan.name)
