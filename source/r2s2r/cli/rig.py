@@ -21,7 +21,7 @@ def bench(
     """Measure the twin's real-time factor, the retargeting rate and accuracy, and the
     recording real-time factor and dataset write throughput."""
     from r2s2r.data.record_bench import bench_record
-    from r2s2r.rig.bench import run_bench
+    from r2s2r.rig.bench import BEFORE_DETAIL, run_bench
     from r2s2r.rig.views import TwinViewsCfg
 
     result = run_bench(seconds, operator_seeds)
@@ -32,6 +32,12 @@ def bench(
     # Frames three periods old (60 ms) instead of two: more slack for the view workers.
     later = bench_record(seconds, views=TwinViewsCfg(latency=3))
     result["record_realtime_factor_latency_3"] = later["record_realtime_factor"]
+    # 64 px views, with the scripted operator's motion (which leaves fewer frames still
+    # than the twin bench's slow arm), and the same without the steps for small views.
+    small = bench_record(seconds, size=64)["record_realtime_factor"]
+    result["record_realtime_factor_64px"] = small
+    before = bench_record(seconds, views=BEFORE_DETAIL, size=64)["record_realtime_factor"]
+    result["record_realtime_factor_64px_full_detail_no_still"] = before
     # Today's reference camera path in the same run, for the ratio.
     reference = bench_record(seconds, views=TwinViewsCfg.reference())["record_realtime_factor"]
     result["record_realtime_factor_reference_views"] = reference

@@ -10,12 +10,16 @@ from pathlib import Path
 
 import numpy as np
 
+from r2s2r.rig.bench import world_at
 from r2s2r.rig.twin import TwinRig
 from r2s2r.rig.views import TwinViewsCfg
 
 
 def bench_record(
-    seconds: float = 3.0, take_s: float = 1.0, views: TwinViewsCfg | None = None
+    seconds: float = 3.0,
+    take_s: float = 1.0,
+    views: TwinViewsCfg | None = None,
+    size: int | None = None,
 ) -> dict[str, float]:
     """Recording on the twin (scripted operator, teleop, three views, dataset writer): its
     real-time factor, and the writer's rates over the time the loop spends in it (frames/s,
@@ -30,7 +34,7 @@ def bench_record(
     from r2s2r.rig.teleop import TeleopSession, TrackerCalibration
 
     logging.getLogger("r2s2r.safety").setLevel(logging.ERROR)
-    rig = TwinRig(seed=0, views=views)
+    rig = TwinRig(seed=0, views=views, world=world_at(size))
     cal = TrackerCalibration.twin()
     arms: dict[str, Arm] = dict(rig.arms)
     hands: dict[str, Hand] = dict(rig.hands)

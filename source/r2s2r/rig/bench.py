@@ -35,6 +35,9 @@ FIRST_FAST = TwinViewsCfg(
     wide_oversample=None, sites=True, lean_geoms=False, lean_cell=False, workers=1, latency=1
 )
 PREVIOUS_DEFAULT = replace(FIRST_FAST, wide_oversample=TwinViewsCfg.wide_oversample, sites=False)
+# The default before the meshes were tessellated for the delivered size and before still
+# frames were left unblurred.
+BEFORE_DETAIL = TwinViewsCfg(match_detail=False, still_px=0.0)
 WRISTS_15FPS = (("left_wrist", 15.0), ("right_wrist", 15.0))
 VIEW_PATHS: dict[str, TwinViewsCfg] = {
     "reference": TwinViewsCfg.reference(),
@@ -48,12 +51,15 @@ VIEW_PATHS: dict[str, TwinViewsCfg] = {
         workers=1, lean_cell=False
     ),
     "flow_blur_30fps_workers_3_latency_2_views_wide_no_sites_lean": TwinViewsCfg(lean_cell=False),
-    "flow_blur_30fps_workers_3_latency_2_views_wide_no_sites_lean_cell": TwinViewsCfg(),
+    "flow_blur_30fps_workers_3_latency_2_views_wide_no_sites_lean_cell": BEFORE_DETAIL,
+    # Meshes tessellated for the delivered size (no change at 256 px), still frames unblurred.
+    "flow_blur_30fps_workers_3_latency_2_views_wide_no_sites_lean_cell_still": TwinViewsCfg(),
     "option_wrists_15fps": TwinViewsCfg(camera_fps=WRISTS_15FPS),
 }
 
 
-def _world(size: int | None) -> WorldSpec:
+def world_at(size: int | None) -> WorldSpec:
+    """The nominal world delivering ``size`` px views (its own size when None)."""
     world = load_world("nominal")
     if size is None:
         return world
@@ -71,7 +77,7 @@ def bench_twin(
     (``views`` and the delivered ``size`` as given, default the twin's), and the CPU time
     spent per control period (ms; this process's and the view worker's, all their threads),
     which other jobs on the machine change far less than the wall time."""
-    with TwinRig(seed=0, world=_world(size), views=views, realtime=realtime) as rig:
+    with TwinRig(seed=0, world=world_at(size), views=views, realtime=realtime) as rig:
         arm = rig.arms["left"]
         target = arm.state().tcp_pose.copy()
         if cameras:
@@ -98,7 +104,7 @@ def bench_raw_render(seconds: float = 2.0, size: int | None = None) -> tuple[flo
     """Wall and CPU milliseconds per frame set of the raw renderer: the twin's three views at
     the sizes it renders them (the wide views of the fisheyes), shadows on, no blur, remap or
     effects."""
-    with TwinRig(seed=0, world=_world(size), views=TwinViewsCfg.reference()) as rig:
+    with TwinRig(seed=0, world=world_at(size), views=TwinViewsCfg.reference()) as rig:
         world = rig.reveal_truth().world
         renderer = SceneRenderer(rig._physics, world)
         try:
@@ -142,6 +148,14 @@ def bench_views(seconds: float = 3.0) -> dict[str, float]:
         rtf, cpu_ms = bench_twin(seconds, views=PREVIOUS_DEFAULT, size=size)
         out[f"twin_realtime_factor_{size}px_previous_default"] = rtf
         out[f"twin_cpu_ms_per_period_{size}px_previous_default"] = cpu_ms
+        # Each step since: meshes tessellated for the size, then still frames unblurred.
+        for step, cfg in (
+            ("full_detail", BEFORE_DETAIL),
+            ("no_still", replace(BEFORE_DETAIL, match_detail=True)),
+        ):
+            rtf, cpu_ms = bench_twin(seconds, views=cfg, size=size)
+            out[f"twin_realtime_factor_{size}px_{step}"] = rtf
+            out[f"twin_cpu_ms_per_period_{size}px_{step}"] = cpu_ms
     out.update(bench_paced(seconds))
     return out
 
