@@ -128,7 +128,8 @@ def test_the_motion_bound_holds_without_a_render_and_is_close(moving: TwinRig) -
 def test_a_view_that_hardly_moves_is_left_unblurred(moving: TwinRig) -> None:
     """With ``still_px`` the flow renderer skips the blur (and its id pass) where the bound
     says nothing moves that far: a still state's views are the sharp renders, as are the
-    moving state's under a huge threshold; with none, the moving views are blurred."""
+    moving state's under a huge threshold; with none, the moving views are blurred; with a
+    threshold between the views' bounds, those under it are sharp and the others blurred."""
     physics = moving._physics
     world = moving.reveal_truth().world
     data = physics.mjdata(0)
@@ -137,9 +138,23 @@ def test_a_view_that_hardly_moves_is_left_unblurred(moving: TwinRig) -> None:
     skip = SceneRenderer(physics, world, blur="flow", still_px=0.1)
     always = SceneRenderer(physics, world, blur="flow")
     never = SceneRenderer(physics, world, blur="flow", still_px=1e9)
+    renderers = [skip, always, never]
     try:
+        # Each view's bound on its motion, in its delivered pixels.
+        start = mujoco.MjData(physics.model)
+        start.mocap_pos[:], start.mocap_quat[:] = data.mocap_pos, data.mocap_quat
+        bound_px = {}
+        for plan in always.plans:
+            always._integrate_back(data, start, plan.motion_blur_s)
+            turn = always._flow(plan).largest_turn(data, start)
+            bound_px[plan.name] = turn * always._per_radian(plan)
+        low, high = min(bound_px.values()), max(bound_px.values())
+        assert high > 1.05 * low  # 0.61 and 0.78 px when written.
+        threshold = (low + high) / 2.0
+        between = SceneRenderer(physics, world, blur="flow", still_px=threshold)
+        renderers.append(between)
         calm, moved = skip.render_cameras(still), always.render_cameras(data)
-        huge = never.render_cameras(data)
+        huge, some = never.render_cameras(data), between.render_cameras(data)
         for plan in skip.plans:
             raw = skip.render_raw(data, plan)
             sharp = plan.remap(raw) if plan.remap is not None else raw
@@ -148,8 +163,12 @@ def test_a_view_that_hardly_moves_is_left_unblurred(moving: TwinRig) -> None:
             np.testing.assert_array_equal(huge[plan.name], sharp, err_msg=plan.name)
             np.testing.assert_array_equal(calm[plan.name], sharp, err_msg=plan.name)
             assert _mad(moved[plan.name], sharp) > 0.05, plan.name
+            if bound_px[plan.name] < threshold:
+                np.testing.assert_array_equal(some[plan.name], sharp, err_msg=plan.name)
+            else:
+                np.testing.assert_array_equal(some[plan.name], moved[plan.name], plan.name)
     finally:
-        for renderer in (skip, always, never):
+        for renderer in renderers:
             renderer.close()
     with pytest.raises(ValueError, match="still_px"):
         SceneRenderer(physics, world, blur="flow", still_px=-1.0)
@@ -324,6 +343,27 @@ def test_an_episode_start_skips_the_views_still_out_and_changes_no_later_frame()
     finally:
         for twin in twins:
             twin.close()
+
+
+def test_the_twins_views_take_their_detail_and_still_threshold_from_the_config() -> None:
+    """A 64 px twin's view workers draw the arms and hands with fewer vertices than at full
+    detail (``match_detail``), and its renderers leave frames unblurred under the config's
+    ``still_px`` (the views a worker makes are built from the same config)."""
+    world = load_world("nominal")
+    small = world.replace(render=world.render.model_copy(update={"obs_size": (64, 64)}))
+    vertices = {}
+    for detail in (True, False):
+        twin = TwinRig(seed=0, world=small, views=TwinViewsCfg(match_detail=detail))
+        try:
+            vertices[detail] = twin._views.render_model().nmeshvert
+        finally:
+            twin.close()
+    assert vertices[True] < 0.6 * vertices[False]
+    twin = TwinRig(seed=0, world=small, views=TwinViewsCfg(worker=False, still_px=0.3))
+    try:
+        assert twin._views.local().renderer.still_px == 0.3
+    finally:
+        twin.close()
 
 
 def test_shadow_map_follows_the_delivered_size() -> None:
