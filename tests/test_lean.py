@@ -4,6 +4,8 @@ objects in storage left out; a floor without a shadow."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import mujoco
 import numpy as np
 import pytest
@@ -17,13 +19,14 @@ from r2s2r.sim.lean import (
     box_mesh,
     capsule_mesh,
     cylinder_mesh,
+    match_quality,
     merge_static,
     mesh_primitives,
     tessellation_for,
 )
 from r2s2r.sim.physics import MujocoPhysics
 from r2s2r.sim.render import SceneRenderer
-from r2s2r.sim.scene import OBJECT_PREFIX, build_scene
+from r2s2r.sim.scene import OBJECT_PREFIX, build_scene, build_spec
 from r2s2r.spec import WorldSpec
 from r2s2r.spec.worlds import load_task, load_world
 
@@ -56,6 +59,33 @@ def test_capsule_and_cylinder_meshes_have_the_primitives_shape() -> None:
     # Flat caps: their normals are axial; the side's are radial.
     caps = np.abs(normals[:, 2]) == 1.0
     assert caps.sum() == 4 * 12 and np.all(normals[~caps, 2] == 0.0)
+
+
+def _closed(verts: np.ndarray, faces: np.ndarray) -> None:
+    """Every triangle has an area, and every edge (by its corners' positions) is shared by
+    exactly two of them: a closed surface with no hole and nothing drawn for nothing."""
+    a, b, c = verts[faces[:, 0]], verts[faces[:, 1]], verts[faces[:, 2]]
+    assert np.all(np.linalg.norm(np.cross(b - a, c - a), axis=1) > 1e-12)
+    points = [tuple(np.round(v, 12) + 0.0) for v in verts]
+    edges: dict[frozenset, int] = {}
+    for face in faces:
+        for i, j in ((0, 1), (1, 2), (2, 0)):
+            key = frozenset((points[face[i]], points[face[j]]))
+            edges[key] = edges.get(key, 0) + 1
+    assert set(edges.values()) == {2}
+
+
+def test_surfaces_of_revolution_are_closed_without_empty_triangles() -> None:
+    """Next to a pole, half of a band's triangles would have two corners at the pole: they
+    are left out (a 6 x 4 capsule is 48 triangles, not 60), and the surface stays closed."""
+    for slices, stacks in ((6, 4), (8, 6), (12, 8)):
+        verts, _, faces = capsule_mesh(0.04, 0.1, slices, stacks)
+        _closed(verts, faces)
+        bands = 2 * (max(2, stacks // 2) + 1) - 1
+        assert len(faces) == 2 * slices * bands - 2 * slices
+    verts, _, faces = cylinder_mesh(0.05, 0.02, slices=12)
+    _closed(verts, faces)
+    assert len(faces) == 4 * 12
 
 
 def test_a_box_mesh_is_the_box() -> None:
@@ -180,6 +210,62 @@ def test_matched_tessellation_strays_as_far_in_pixels_as_at_256_px() -> None:
     assert at_256 > 0.3
     assert at_64 < 1.3 * at_256
     assert coarser > 1.5 * at_256
+
+
+def _fine(spec: mujoco.MjSpec) -> None:
+    """Far finer than any view needs: the reference the tessellations are measured against."""
+    quality = spec.visual.quality
+    quality.numslices, quality.numstacks, quality.numquads = 48, 32, 16
+
+
+def _quality_views(size: int, edit: Callable[[mujoco.MjSpec], None] | None) -> dict:
+    """The three views, at ``size`` px, of the bent arms and an object on the belt, every
+    shape as MuJoCo draws it from its own lists, the spec edited by ``edit``."""
+    world = _shadowed()
+    world = world.replace(render=world.render.model_copy(update={"obs_size": (size, size)}))
+    return _views(_bent(build_scene(load_task("pick_sort"), world, edit).model), world)
+
+
+def test_matched_quality_follows_the_size_and_keeps_the_outlines_and_shading() -> None:
+    """Below 256 px the spheres, cylinders and capsules MuJoCo draws take the slices and
+    stacks ``tessellation_for`` gives, the boxes fewer quads per face and the floor fewer
+    grid cells, in the same proportion; at 256 px and above nothing changes. At 64 px the
+    views part from a fine tessellation along outlines about as long, for their size, as
+    the spec's own views at 256 px (1.38 and 1.32 pixels per pixel of image side when
+    written; everything coarser, 2.03); the quads and grid alone change the shading by
+    less than PSNR 45 dB (49.8 when written)."""
+    task, world = load_task("pick_sort"), _shadowed()
+    spec = build_spec(task, world)
+    quality = spec.visual.quality
+    spacing = [g.size[2] for g in spec.geoms if g.type == mujoco.mjtGeom.mjGEOM_PLANE]
+    assert (quality.numslices, quality.numstacks, quality.numquads) == (12, 8, 4)
+    sizes = {1024: (12, 8, 4), 256: (12, 8, 4), 128: (8, 6, 3), 64: (6, 4, 2)}
+    for size, expected in sizes.items():
+        edited = build_spec(task, world)
+        match_quality(edited, size)
+        q = edited.visual.quality
+        assert (q.numslices, q.numstacks, q.numquads) == expected, size
+        planes = [g.size[2] for g in edited.geoms if g.type == mujoco.mjtGeom.mjGEOM_PLANE]
+        assert planes == pytest.approx([s * max(1.0, (256 / size) ** 0.5) for s in spacing])
+
+    def coarser(spec: mujoco.MjSpec) -> None:
+        spec.visual.quality.numslices, spec.visual.quality.numstacks = 4, 3
+        spec.visual.quality.numquads = 1
+
+    def shading_only(spec: mujoco.MjSpec) -> None:
+        slices, stacks = spec.visual.quality.numslices, spec.visual.quality.numstacks
+        match_quality(spec, 64)
+        spec.visual.quality.numslices, spec.visual.quality.numstacks = slices, stacks
+
+    at_256 = _strays(_quality_views(256, None), _quality_views(256, _fine), 256)
+    fine_64 = _quality_views(64, _fine)
+    at_64 = _strays(_quality_views(64, lambda spec: match_quality(spec, 64)), fine_64, 64)
+    assert at_256 > 0.3
+    assert at_64 < 1.3 * at_256
+    assert _strays(_quality_views(64, coarser), fine_64, 64) > 1.4 * at_256
+    plain, shaded = _quality_views(64, None), _quality_views(64, shading_only)
+    for name in plain:
+        assert _psnr(plain[name], shaded[name]) > 45.0, name
 
 
 def _bent(model: mujoco.MjModel) -> MujocoPhysics:

@@ -18,7 +18,8 @@ import pytest
 
 from r2s2r.rig.truth import CameraEffects
 from r2s2r.rig.twin import TwinRig
-from r2s2r.rig.views import TwinViewsCfg, ViewWorkers, shadow_map_for
+from r2s2r.rig.views import TwinViewsCfg, ViewState, ViewWorkers, shadow_map_for
+from r2s2r.sim.physics import MujocoPhysics
 from r2s2r.sim.render import CameraPlan, SceneRenderer
 from r2s2r.spec.worlds import load_world
 
@@ -347,18 +348,35 @@ def test_an_episode_start_skips_the_views_still_out_and_changes_no_later_frame()
 
 def test_the_twins_views_take_their_detail_and_still_threshold_from_the_config() -> None:
     """A 64 px twin's view workers draw the arms and hands with fewer vertices than at full
-    detail (``match_detail``), and its renderers leave frames unblurred under the config's
+    detail (``match_detail``), and the objects, boxes and floor with fewer slices, stacks,
+    quads and grid cells; its renderers leave frames unblurred under the config's
     ``still_px`` (the views a worker makes are built from the same config)."""
     world = load_world("nominal")
     small = world.replace(render=world.render.model_copy(update={"obs_size": (64, 64)}))
-    vertices = {}
+    vertices, quality, floor = {}, {}, {}
     for detail in (True, False):
         twin = TwinRig(seed=0, world=small, views=TwinViewsCfg(match_detail=detail))
         try:
-            vertices[detail] = twin._views.render_model().nmeshvert
+            model = twin._views.render_model()
+            vertices[detail] = model.nmeshvert
+            q = model.vis.quality
+            quality[detail] = (q.numslices, q.numstacks, q.numquads)
+            floor[detail] = float(model.geom_size[model.geom("floor").id, 2])
+            # A state with the twin's shapes (as an episode start sends it) keeps the render
+            # model's floor grid and takes every other size.
+            physics = MujocoPhysics(model)
+            ViewState.of(twin._physics, True).write(physics)
+            sizes = twin._physics.model.geom_size
+            own = physics.model.geom_size[: len(sizes)]
+            plane = twin._physics.model.geom_type == int(mujoco.mjtGeom.mjGEOM_PLANE)
+            np.testing.assert_array_equal(own[~plane], sizes[~plane])
+            assert own[plane][0, 2] == floor[detail]
         finally:
             twin.close()
     assert vertices[True] < 0.6 * vertices[False]
+    # What MuJoCo draws from its own lists too (``match_quality``).
+    assert quality == {True: (6, 4, 2), False: (12, 8, 4)}
+    assert floor[True] == pytest.approx(2.0 * floor[False])
     twin = TwinRig(seed=0, world=small, views=TwinViewsCfg(worker=False, still_px=0.3))
     try:
         assert twin._views.local().renderer.still_px == 0.3

@@ -27,7 +27,7 @@ from r2s2r.rig.views import TwinViews, TwinViewsCfg, shadow_map_for
 from r2s2r.sim.camera import Intrinsics
 from r2s2r.sim.cell import STATUS_NAMES, Cell
 from r2s2r.sim.embodiment import TCP_POSE_DIM, Embodiment
-from r2s2r.sim.lean import merge_static, mesh_primitives
+from r2s2r.sim.lean import match_quality, merge_static, mesh_primitives
 from r2s2r.sim.physics import make_physics
 from r2s2r.sim.scene import OBJECT_PREFIX, build_scene
 from r2s2r.spec import TaskSpec, WorldSpec
@@ -212,6 +212,8 @@ class TwinRig:
                 mesh_primitives(spec, lambda body: body.startswith(OBJECT_PREFIX), detail)
             if views.lean_cell:
                 merge_static(spec)
+            if detail is not None:
+                match_quality(spec, detail)
 
         def lean_model() -> mujoco.MjModel:
             return build_scene(self.task, drawn, lean, action_mode="tcp").model

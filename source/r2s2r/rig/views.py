@@ -108,7 +108,9 @@ class TwinViewsCfg:
     # below in proportion to the square root of the size, so that the facets stray from the
     # curved surfaces by as many pixels as at 256 px (at 64 px 6 x 4 rather than 12 x 8, a
     # quarter of the arms' and hands' triangles, which weigh on a small render as much as its
-    # pixels).
+    # pixels). What MuJoCo draws from its own lists follows in the same proportion
+    # (``match_quality``: the objects' slices and stacks, the quads of a box face, the
+    # floor's grid); at 64 px a view's triangles are about 3,000 rather than 4,900.
     match_detail: bool = True
     # Leave a frame unblurred when its motion over the shutter is bounded (without a render,
     # ``MotionFlow.largest_turn``) under this many delivered pixels: the blur would move no
@@ -198,7 +200,10 @@ class ViewState:
         if self.geom_size is not None:
             # A lean render model may have geoms after the simulated model's (``merge_static``).
             n = len(self.geom_size)
-            model.geom_size[:n] = self.geom_size
+            # Planes keep the render model's: their third size is only the spacing of the
+            # grid they are drawn in, which a lean model sets for its size (``match_quality``).
+            solid = model.geom_type[:n] != int(mujoco.mjtGeom.mjGEOM_PLANE)
+            model.geom_size[:n][solid] = self.geom_size[solid]
             model.geom_rbound[:n] = self.geom_rbound
             model.geom_aabb[:n] = self.geom_aabb
         data.time = self.time

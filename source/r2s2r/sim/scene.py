@@ -201,11 +201,12 @@ def _static_cell(spec: mujoco.MjSpec, task: TaskSpec, world: WorldSpec) -> None:
     )
     floor_mat = spec.add_material(name="floor_mat", texrepeat=[4, 4], texuniform=True)
     floor_mat.textures[mujoco.mjtTextureRole.mjTEXROLE_RGB] = grid.name
-    # A plane's third size is only the spacing of the grid its quads are drawn in: at 0.5 m the
-    # floor is 576 quads, not 14,400 at 0.1 m (each drawn again for the shadow map and the lit
-    # pass), which saves about a quarter of the twin's three raw views' CPU time on a software
-    # rasterizer (64 -> 46 ms), and its renders differ by at most 2 levels in a few pixels
-    # (per-vertex specular; PSNR 65 dB).
+    # A plane's third size is only the spacing of the grid its quads are drawn in (MuJoCo's
+    # cells are twice it wide, plus a border cell per side): at 0.5 m the 12 m floor is 196
+    # quads, not 3,844 at 0.1 m (each drawn again for the lit pass), which saves about a
+    # quarter of the twin's three raw views' CPU time on a software rasterizer (64 -> 46 ms),
+    # and its renders differ by at most 2 levels in a few pixels (per-vertex specular; PSNR
+    # 65 dB).
     floor = wb.add_geom(
         name="floor", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[6, 6, 0.5], material="floor_mat"
     )
