@@ -105,6 +105,10 @@ class MotionFlow:
         self.model, self.cam_id, self.pinhole = model, cam_id, pinhole
         self._option = option if option is not None else mujoco.MjvOption()
         self._near = float(model.vis.map.znear * model.stat.extent)
+        # The drawn geoms (``_drawn``), for the groups and alphas they were found under.
+        self._drawn_key: tuple[bytes, bytes] | None = None
+        self._drawn_ids = np.zeros(0, np.int64)
+        self._drawn_plane = np.zeros(0, bool)
         w, h = pinhole.width, pinhole.height
         sw, sh = max(8, round(w * FLOW_SCALE)), max(8, round(h * FLOW_SCALE))
         self._pass = _IdDepthPass(model, cam_id, sw, sh, option)
@@ -141,6 +145,19 @@ class MotionFlow:
         b = (motion @ now.cam_xpos[cam] + shift - start.cam_xpos[cam]) @ rot_start
         return a, b
 
+    def _drawn(self) -> np.ndarray:
+        """Ids of the geoms the camera's render draws (visible group, not fully transparent);
+        kept while the model's groups and alphas stay as they are."""
+        model = self.model
+        key = (model.geom_group.tobytes(), model.geom_rgba[:, 3].tobytes())
+        if self._drawn_key != key:
+            shown = self._option.geomgroup[np.clip(model.geom_group, 0, 5)] != 0
+            self._drawn_ids = np.flatnonzero(shown & (model.geom_rgba[:, 3] > 0))
+            plane = model.geom_type[self._drawn_ids] == int(mujoco.mjtGeom.mjGEOM_PLANE)
+            self._drawn_plane = plane
+            self._drawn_key = key
+        return self._drawn_ids
+
     def largest_turn(self, now: mujoco.MjData, start: mujoco.MjData) -> float:
         """An upper bound (radians) on how far the direction from the camera to any point of a
         drawn geom turns between ``start`` and ``now``, found without a render. Times a view's
@@ -152,34 +169,47 @@ class MotionFlow:
         centre c of its geom's bounding box (half-diagonal r), by at most |a c + b - c| +
         spin r. The direction to it turns by at most asin(move / |x|), and |x| is at least
         the distance from the camera to that box (a plane's: to its surface), never less than
-        the near clipping plane."""
-        model = self.model
-        drawn = np.flatnonzero(
-            (self._option.geomgroup[np.clip(model.geom_group, 0, 5)] != 0)
-            & (model.geom_rgba[:, 3] > 0)
-        )
+        the near clipping plane.
+
+        Computed in world coordinates, where the camera's rotations mostly cancel: with the
+        geom's world rotation M over the shutter and the camera's orientations C (now) and
+        C0 (at the start), trace(a) = sum(M * C0 C^T) and spin = sqrt(3 - trace(a)); |b| =
+        |M (e - p) + p0 - e0| (e: the camera's position, p: the geom's, 0: at the start);
+        the centre moves by |u - C0 C^T v| (u, v: the centre from the camera at the start
+        and now)."""
+        drawn = self._drawn()
         if len(drawn) == 0:
             return 0.0
-        a, b = self._motions(now, start)
-        a, b = a[drawn], b[drawn]
-        cos = np.clip((np.trace(a, axis1=1, axis2=2) - 1.0) / 2.0, -1.0, 1.0)
-        spin = 2.0 * np.sin(np.arccos(cos) / 2.0)
-        rot = now.geom_xmat.reshape(-1, 3, 3)[drawn]
-        box_c, half = model.geom_aabb[drawn, :3], model.geom_aabb[drawn, 3:]
-        centre = now.geom_xpos[drawn] + np.einsum("gij,gj->gi", rot, box_c)
-        cam_pos = now.cam_xpos[self.cam_id]
+        model, cam = self.model, self.cam_id
+        rot = now.geom_xmat[drawn].reshape(-1, 3, 3)
+        pos, pos0 = now.geom_xpos[drawn], start.geom_xpos[drawn]
+        eye, eye0 = now.cam_xpos[cam], start.cam_xpos[cam]
+        # Each geom's world motion over the shutter: x0 = M (x - p) + p0.
+        motion = start.geom_xmat[drawn].reshape(-1, 3, 3) @ rot.transpose(0, 2, 1)
+        turn = start.cam_xmat[cam].reshape(3, 3) @ now.cam_xmat[cam].reshape(3, 3).T
+        spin = np.sqrt(np.clip(3.0 - np.einsum("gij,ij->g", motion, turn), 0.0, 4.0))
+        aabb = model.geom_aabb[drawn]
+        half = aabb[:, 3:]
+        offset = np.einsum("gij,gj->gi", rot, aabb[:, :3])  # The box centre from the geom's origin.
+        from_eye = pos + offset - eye  # The box centre from the camera, now.
+        # M (x - p) + p0 - e0 for the box centre (u) and the camera's own position (b).
+        moved = np.einsum("gij,gjk->gik", motion, np.stack([offset, eye - pos], axis=-1))
+        moved += (pos0 - eye0)[..., None]
+        b = moved[..., 1]
+        u = moved[..., 0] - from_eye @ turn.T
         # The camera in each box's frame, and its distance from the box.
-        local = np.einsum("gji,gj->gi", rot, cam_pos - centre)
-        dist = np.linalg.norm(np.maximum(np.abs(local) - half, 0.0), axis=1)
-        plane = model.geom_type[drawn] == int(mujoco.mjtGeom.mjGEOM_PLANE)
-        dist[plane] = np.abs(local[plane, 2])
+        local = np.abs(np.einsum("gji,gj->gi", rot, from_eye))
+        out = np.maximum(local - half, 0.0)
+        dist = np.sqrt(np.einsum("gi,gi->g", out, out))
+        plane = self._drawn_plane
+        dist[plane] = local[plane, 2]
         dist = np.maximum(dist, self._near)
-        centre_cv = (centre - cam_pos) @ (now.cam_xmat[self.cam_id].reshape(3, 3) @ MJ_FROM_CV)
-        moved = np.einsum("gij,gj->gi", a, centre_cv) + b - centre_cv
-        about_camera = spin + np.linalg.norm(b, axis=1) / dist
-        about_centre = (np.linalg.norm(moved, axis=1) + spin * np.linalg.norm(half, axis=1)) / dist
-        ratio = np.where(plane, about_camera, np.minimum(about_camera, about_centre))
-        return float(np.arcsin(min(float(ratio.max()), 1.0)))
+        about_camera = spin + np.sqrt(np.einsum("gi,gi->g", b, b)) / dist
+        radius = np.sqrt(np.einsum("gi,gi->g", half, half))
+        about_centre = (np.sqrt(np.einsum("gi,gi->g", u, u)) + spin * radius) / dist
+        about_centre[plane] = np.inf
+        ratio = float(np.minimum(about_camera, about_centre).max())
+        return float(np.arcsin(min(ratio, 1.0)))
 
     def flow(self, now: mujoco.MjData, start: mujoco.MjData) -> np.ndarray:
         """(H, W, 2) float32: where the surface seen at each render pixel at ``now`` was at
