@@ -420,6 +420,42 @@ def test_views_config_is_checked() -> None:
     for latency in (0, 6, 1.5, True):
         with pytest.raises(ValueError, match="latency"):
             TwinViewsCfg(latency=latency)  # type: ignore[arg-type]
+    for threads in (-1, 65, 1.5, True):
+        with pytest.raises(ValueError, match="raster_threads"):
+            TwinViewsCfg(raster_threads=threads)  # type: ignore[arg-type]
+
+
+def _raster_threads(twin: TwinRig) -> list[int]:
+    """How many of Mesa's software rasterizer threads each view worker of ``twin`` runs."""
+    pool = twin._views.worker
+    assert pool is not None
+    counts = []
+    for member in pool.members:
+        tasks = Path(f"/proc/{member.process.pid}/task")
+        names = [(task / "comm").read_text().strip() for task in tasks.iterdir()]
+        counts.append(sum(name.startswith("llvmpipe") for name in names))
+    return counts
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads /proc")
+def test_view_workers_rasterize_in_their_own_thread_unless_asked() -> None:
+    """With ``raster_threads=0`` (the default) a worker's renders run in its own thread, no
+    rasterizer threads beside it; with None Mesa starts its own (when it renders in
+    software, as on this machine)."""
+    world = load_world("nominal")
+    small = world.replace(render=world.render.model_copy(update={"obs_size": (64, 64)}))
+    counts = {}
+    for threads in (0, None):
+        twin = TwinRig(seed=0, world=small, views=TwinViewsCfg(raster_threads=threads))
+        try:
+            for cam in twin.cameras.values():
+                cam.read()
+            counts[threads] = _raster_threads(twin)
+        finally:
+            twin.close()
+    if not any(counts[None]):
+        pytest.skip("the renderer is not Mesa's llvmpipe")
+    assert counts[0] == [0, 0, 0] and all(n > 0 for n in counts[None])
 
 
 def _wide_sizes(twin: TwinRig) -> dict[str, tuple[int, int]]:

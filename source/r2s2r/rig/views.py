@@ -26,6 +26,7 @@ import contextlib
 import ctypes
 import math
 import multiprocessing
+import os
 import time
 import traceback
 import weakref
@@ -119,6 +120,13 @@ class TwinViewsCfg:
     # 36-76 % of the frames by camera at 64 px, 0-17 % at 256 px. 0 blurs every frame (flow
     # blur only).
     still_px: float = 0.1
+    # Rasterizer threads of each worker on Mesa's software renderer (``LP_NUM_THREADS``, set
+    # in the worker before its first context): 0 rasterizes in the worker's own thread. The
+    # workers already share the cores between the cameras, and a 64 px view is one of
+    # llvmpipe's 64 x 64 tiles, which only one thread can work on: the handoff to its threads
+    # is pure cost there (about 10 % more real time at 64 px in alternating one-off runs,
+    # none at 256 px). None leaves Mesa's default (a thread per core, or the environment's).
+    raster_threads: int | None = 0
 
     def __post_init__(self) -> None:
         if self.fps is not None and not self.fps > 0:
@@ -143,6 +151,11 @@ class TwinViewsCfg:
             raise ValueError(f"blur must be one of {BLUR_MODES}, got {self.blur!r}")
         if not (math.isfinite(self.still_px) and self.still_px >= 0):
             raise ValueError(f"still_px must be a finite number >= 0, got {self.still_px!r}")
+        threads = self.raster_threads
+        if threads is not None and (
+            isinstance(threads, bool) or int(threads) != threads or not 0 <= threads <= 64
+        ):
+            raise ValueError(f"raster_threads must be 0 to 64 or None, got {threads!r}")
 
     def fps_of(self, name: str) -> float | None:
         """Frames per second of camera ``name`` (None: one every control period)."""
@@ -258,6 +271,9 @@ def _serve(conn: Connection, skip_below: ctypes.c_longlong) -> None:
     views = None
     try:
         model, world, effects, seed, cfg, cameras = conn.recv()
+        if cfg.raster_threads is not None:
+            # Read by Mesa's software renderer when this process makes its first context.
+            os.environ["LP_NUM_THREADS"] = str(cfg.raster_threads)
         physics = MujocoPhysics(model)
         # Only its own cameras get render contexts (each takes a fifth of a second to make).
         views = _Views(physics, world, effects, cfg, False, cameras, False, cfg.lean_cell)
