@@ -37,7 +37,7 @@ def bench(
     small = bench_record(seconds, size=64)["record_realtime_factor"]
     result["record_realtime_factor_64px"] = small
     before = bench_record(seconds, views=BEFORE_DETAIL, size=64)["record_realtime_factor"]
-    result["record_realtime_factor_64px_full_detail_no_still"] = before
+    result["record_realtime_factor_64px_before_small_view_steps"] = before
     # Today's reference camera path in the same run, for the ratio.
     reference = bench_record(seconds, views=TwinViewsCfg.reference())["record_realtime_factor"]
     result["record_realtime_factor_reference_views"] = reference

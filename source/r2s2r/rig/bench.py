@@ -35,9 +35,10 @@ FIRST_FAST = TwinViewsCfg(
     wide_oversample=None, sites=True, lean_geoms=False, lean_cell=False, workers=1, latency=1
 )
 PREVIOUS_DEFAULT = replace(FIRST_FAST, wide_oversample=TwinViewsCfg.wide_oversample, sites=False)
-# The default before the meshes were tessellated for the delivered size and before still
-# frames were left unblurred.
-BEFORE_DETAIL = TwinViewsCfg(match_detail=False, still_px=0.0)
+# The default before the steps for small views: the meshes and MuJoCo's own shapes
+# tessellated for the delivered size, still frames left unblurred, the workers rasterizing in
+# their own thread.
+BEFORE_DETAIL = TwinViewsCfg(match_detail=False, still_px=0.0, raster_threads=None)
 WRISTS_15FPS = (("left_wrist", 15.0), ("right_wrist", 15.0))
 VIEW_PATHS: dict[str, TwinViewsCfg] = {
     "reference": TwinViewsCfg.reference(),
@@ -52,7 +53,8 @@ VIEW_PATHS: dict[str, TwinViewsCfg] = {
     ),
     "flow_blur_30fps_workers_3_latency_2_views_wide_no_sites_lean": TwinViewsCfg(lean_cell=False),
     "flow_blur_30fps_workers_3_latency_2_views_wide_no_sites_lean_cell": BEFORE_DETAIL,
-    # Meshes tessellated for the delivered size (no change at 256 px), still frames unblurred.
+    # Shapes tessellated for the delivered size (no change at 256 px), still frames
+    # unblurred, no rasterizer threads in the workers.
     "flow_blur_30fps_workers_3_latency_2_views_wide_no_sites_lean_cell_still": TwinViewsCfg(),
     "option_wrists_15fps": TwinViewsCfg(camera_fps=WRISTS_15FPS),
 }
@@ -148,10 +150,12 @@ def bench_views(seconds: float = 3.0) -> dict[str, float]:
         rtf, cpu_ms = bench_twin(seconds, views=PREVIOUS_DEFAULT, size=size)
         out[f"twin_realtime_factor_{size}px_previous_default"] = rtf
         out[f"twin_cpu_ms_per_period_{size}px_previous_default"] = cpu_ms
-        # Each step since: meshes tessellated for the size, then still frames unblurred.
+        # Each step since: shapes tessellated for the size, then still frames unblurred,
+        # then (the default) no rasterizer threads in the workers.
         for step, cfg in (
             ("full_detail", BEFORE_DETAIL),
             ("no_still", replace(BEFORE_DETAIL, match_detail=True)),
+            ("mesa_threads", replace(TwinViewsCfg(), raster_threads=None)),
         ):
             rtf, cpu_ms = bench_twin(seconds, views=cfg, size=size)
             out[f"twin_realtime_factor_{size}px_{step}"] = rtf
