@@ -348,8 +348,8 @@ def test_an_episode_start_skips_the_views_still_out_and_changes_no_later_frame()
 
 def test_the_twins_views_take_their_detail_and_still_threshold_from_the_config() -> None:
     """A 64 px twin's view workers draw the arms and hands with fewer vertices than at full
-    detail (``match_detail``), and the objects, boxes and floor with fewer slices, stacks,
-    quads and grid cells; its renderers leave frames unblurred under the config's
+    detail (``match_detail``), and the boxes and floor with fewer quads and grid cells; its
+    renderers leave frames unblurred under the config's
     ``still_px`` (the views a worker makes are built from the same config)."""
     world = load_world("nominal")
     small = world.replace(render=world.render.model_copy(update={"obs_size": (64, 64)}))
@@ -375,7 +375,7 @@ def test_the_twins_views_take_their_detail_and_still_threshold_from_the_config()
             twin.close()
     assert vertices[True] < 0.6 * vertices[False]
     # What MuJoCo draws from its own lists too (``match_quality``).
-    assert quality == {True: (6, 4, 2), False: (12, 8, 4)}
+    assert quality == {True: (12, 8, 2), False: (12, 8, 4)}
     assert floor[True] == pytest.approx(2.0 * floor[False])
     twin = TwinRig(seed=0, world=small, views=TwinViewsCfg(worker=False, still_px=0.3))
     try:

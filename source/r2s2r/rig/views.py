@@ -109,9 +109,9 @@ class TwinViewsCfg:
     # below in proportion to the square root of the size, so that the facets stray from the
     # curved surfaces by as many pixels as at 256 px (at 64 px 6 x 4 rather than 12 x 8, a
     # quarter of the arms' and hands' triangles, which weigh on a small render as much as its
-    # pixels). What MuJoCo draws from its own lists follows in the same proportion
-    # (``match_quality``: the objects' slices and stacks, the quads of a box face, the
-    # floor's grid); at 64 px a view's triangles are about 3,000 rather than 4,900.
+    # pixels). The flat faces MuJoCo subdivides itself follow in the same proportion
+    # (``match_quality``: the quads of a box face, the floor's grid); the objects keep the
+    # world's tessellation. At 64 px a view is about 3,300 triangles rather than 4,900.
     match_detail: bool = True
     # Leave a frame unblurred when its motion over the shutter is bounded (without a render,
     # ``MotionFlow.largest_turn``) under this many delivered pixels: the blur would move no
@@ -124,8 +124,9 @@ class TwinViewsCfg:
     # in the worker before its first context): 0 rasterizes in the worker's own thread. The
     # workers already share the cores between the cameras, and a 64 px view is one of
     # llvmpipe's 64 x 64 tiles, which only one thread can work on: the handoff to its threads
-    # is pure cost there (about 10 % more real time at 64 px in alternating one-off runs,
-    # none at 256 px). None leaves Mesa's default (a thread per core, or the environment's).
+    # is pure cost there (at 64 px 4-20 % less CPU per period in interleaved one-off runs,
+    # up to 20 % more real time; none at 256 px). None leaves Mesa's default (a thread per
+    # core, or the environment's).
     raster_threads: int | None = 0
 
     def __post_init__(self) -> None:

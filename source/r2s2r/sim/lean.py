@@ -10,7 +10,7 @@ replaces them, in a spec about to be compiled, by meshes of the same size and te
 with exact normals: the geoms keep their ids, bodies, poses and materials, so the model's
 state (qpos, mocap) renders unchanged, and the views differ from the primitives' by shading
 at the tessellation's seams (PSNR above 50 dB). For small views ``tessellation_for`` and
-``match_quality`` draw every curved or subdivided shape with fewer triangles. The mesh
+``match_quality`` draw the arms, hands, boxes and floor with fewer triangles. The mesh
 geoms are for renders only: their inertia is the mesh's, not the primitive's, so a model
 built this way is never the one that is simulated.
 """
@@ -156,17 +156,19 @@ def mesh_primitives(
 
 
 def match_quality(spec: mujoco.MjSpec, size: int) -> None:
-    """Draw what MuJoCo builds from its own lists (the objects' spheres, cylinders and boxes,
-    the palms, table and belt, the floor) for images of ``size`` pixels (larger side), in a
-    spec about to be compiled for renders: slices and stacks as ``tessellation_for`` gives
-    them, and the quads per box face and the floor's grid cells per side fewer in the same
-    proportion, below ``DETAIL_SIZE`` only. A box's quads and a plane's grid only carry the
-    per-vertex lighting across a flat face (its specular highlight), never its outline."""
-    quality = spec.visual.quality
-    quality.numslices, quality.numstacks = tessellation_for(
-        size, int(quality.numslices), int(quality.numstacks)
-    )
+    """Draw the flat faces MuJoCo subdivides itself (each box face in ``numquads`` squared
+    quads, a plane in a grid) for images of ``size`` pixels (larger side), in a spec about to
+    be compiled for renders: below ``DETAIL_SIZE``, fewer quads per face side and wider grid
+    cells in proportion to the square root of the size, as ``tessellation_for`` does for
+    curved surfaces. The quads and the grid carry only the per-vertex lighting across a flat
+    face (its specular highlight), never an outline.
+
+    The spheres, cylinders and ellipsoids MuJoCo draws (``numslices``, ``numstacks``: the
+    objects, which ``mesh_primitives`` keeps) keep the spec's tessellation: the objects are
+    what a policy handles, and a wrist view brings one close enough to fill a third of a
+    64 px image, where a puck of 6 sides reads as a hexagon."""
     scale = min(1.0, math.sqrt(size / DETAIL_SIZE))
+    quality = spec.visual.quality
     quality.numquads = max(1, round(int(quality.numquads) * scale))
     for geom in spec.geoms:
         if geom.type == mujoco.mjtGeom.mjGEOM_PLANE and geom.size[2] > 0:
