@@ -239,6 +239,9 @@ def test_matched_quality_follows_the_size_and_changes_only_the_shading() -> None
         assert (q.numslices, q.numstacks, q.numquads) == expected, size
         planes = [g.size[2] for g in edited.geoms if g.type == mujoco.mjtGeom.mjGEOM_PLANE]
         assert planes == pytest.approx([s * max(1.0, (256 / size) ** 0.5) for s in spacing])
+    for size in (0, -64):
+        with pytest.raises(ValueError, match="size"):
+            match_quality(build_spec(task, world), size)
 
     def coarser(spec: mujoco.MjSpec) -> None:
         spec.visual.quality.numslices, spec.visual.quality.numstacks = 4, 3

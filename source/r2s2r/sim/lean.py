@@ -167,6 +167,8 @@ def match_quality(spec: mujoco.MjSpec, size: int) -> None:
     objects, which ``mesh_primitives`` keeps) keep the spec's tessellation: the objects are
     what a policy handles, and a wrist view brings one close enough to fill a third of a
     64 px image, where a puck of 6 sides reads as a hexagon."""
+    if size <= 0:
+        raise ValueError(f"size must be a positive number of pixels, got {size!r}")
     scale = min(1.0, math.sqrt(size / DETAIL_SIZE))
     quality = spec.visual.quality
     quality.numquads = max(1, round(int(quality.numquads) * scale))
