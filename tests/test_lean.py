@@ -174,18 +174,24 @@ def test_tessellation_follows_the_delivered_size() -> None:
             tessellation_for(size, 12, 8)
 
 
+def _quality_views(size: int, edit: Callable[[mujoco.MjSpec], None] | None) -> dict:
+    """The three views, at ``size`` px, of the bent arms and an object on the belt (shadows
+    on, no noise), the spec edited by ``edit``."""
+    world = _shadowed()
+    world = world.replace(render=world.render.model_copy(update={"obs_size": (size, size)}))
+    return _views(_bent(build_scene(load_task("pick_sort"), world, edit).model), world)
+
+
 def _bent_views(size: int, quality: tuple[int, int] | None, detail: int | None) -> dict:
     """The three views, at ``size`` px, of the bent arms and hands drawn as meshes of the
     spec's tessellation (or ``quality``), matched to ``detail`` px if given."""
-    world = _shadowed()
-    world = world.replace(render=world.render.model_copy(update={"obs_size": (size, size)}))
 
     def lean(spec: mujoco.MjSpec) -> None:
         if quality is not None:
             spec.visual.quality.numslices, spec.visual.quality.numstacks = quality
         mesh_primitives(spec, lambda body: body.startswith(OBJECT_PREFIX), detail)
 
-    return _views(_bent(build_scene(load_task("pick_sort"), world, lean).model), world)
+    return _quality_views(size, lean)
 
 
 def _strays(a: dict, b: dict, size: int) -> float:
@@ -210,14 +216,6 @@ def test_matched_tessellation_strays_as_far_in_pixels_as_at_256_px() -> None:
     assert at_256 > 0.3
     assert at_64 < 1.3 * at_256
     assert coarser > 1.5 * at_256
-
-
-def _quality_views(size: int, edit: Callable[[mujoco.MjSpec], None] | None) -> dict:
-    """The three views, at ``size`` px, of the bent arms and an object on the belt, every
-    shape as MuJoCo draws it from its own lists, the spec edited by ``edit``."""
-    world = _shadowed()
-    world = world.replace(render=world.render.model_copy(update={"obs_size": (size, size)}))
-    return _views(_bent(build_scene(load_task("pick_sort"), world, edit).model), world)
 
 
 def test_matched_quality_follows_the_size_and_changes_only_the_shading() -> None:

@@ -129,16 +129,24 @@ class MotionFlow:
         grid_x, grid_y = np.meshgrid(np.arange(w, dtype=np.float32), np.arange(h, dtype=np.float32))
         self._grid = (grid_x, grid_y)
 
+    @staticmethod
+    def _world_motion(
+        now: mujoco.MjData, start: mujoco.MjData, ids: np.ndarray | slice = slice(None)
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The rotation M of each geom ``ids`` over the shutter in world coordinates, a point
+        x (now) having been at M (x - p) + p0 (p: the geom's position), and its orientation
+        now (both (G, 3, 3))."""
+        rot = now.geom_xmat[ids].reshape(-1, 3, 3)
+        return start.geom_xmat[ids].reshape(-1, 3, 3) @ rot.transpose(0, 2, 1), rot
+
     def _motions(self, now: mujoco.MjData, start: mujoco.MjData) -> tuple[np.ndarray, np.ndarray]:
         """Each geom's rigid motion over the shutter as one map per geom from the camera frame
         now (OpenCV) to the camera frame at its start: x0 = a[g] x + b[g]."""
         cam = self.cam_id
         rot_now = now.cam_xmat[cam].reshape(3, 3) @ MJ_FROM_CV
         rot_start = start.cam_xmat[cam].reshape(3, 3) @ MJ_FROM_CV
-        gmat = now.geom_xmat.reshape(-1, 3, 3)
-        gmat0 = start.geom_xmat.reshape(-1, 3, 3)
-        # World motion of each geom: w0 = R0 R^T (w - p) + p0 = M w + c.
-        motion = gmat0 @ gmat.transpose(0, 2, 1)
+        # World motion of each geom: w0 = M (w - p) + p0 = M w + c.
+        motion, _ = self._world_motion(now, start)
         shift = start.geom_xpos - np.einsum("gij,gj->gi", motion, now.geom_xpos)
         a = rot_start.T @ motion @ rot_now
         # Row vectors: v @ R is R^T v.
@@ -181,11 +189,9 @@ class MotionFlow:
         if len(drawn) == 0:
             return 0.0
         model, cam = self.model, self.cam_id
-        rot = now.geom_xmat[drawn].reshape(-1, 3, 3)
+        motion, rot = self._world_motion(now, start, drawn)
         pos, pos0 = now.geom_xpos[drawn], start.geom_xpos[drawn]
         eye, eye0 = now.cam_xpos[cam], start.cam_xpos[cam]
-        # Each geom's world motion over the shutter: x0 = M (x - p) + p0.
-        motion = start.geom_xmat[drawn].reshape(-1, 3, 3) @ rot.transpose(0, 2, 1)
         turn = start.cam_xmat[cam].reshape(3, 3) @ now.cam_xmat[cam].reshape(3, 3).T
         spin = np.sqrt(np.clip(3.0 - np.einsum("gij,ij->g", motion, turn), 0.0, 4.0))
         aabb = model.geom_aabb[drawn]

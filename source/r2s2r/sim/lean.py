@@ -95,17 +95,24 @@ DETAIL_SIZE = 256
 MIN_SLICES, MIN_STACKS = 6, 4
 
 
+def detail_scale(size: int) -> float:
+    """How much finer than at ``DETAIL_SIZE`` images of ``size`` pixels (larger side) need a
+    surface to be drawn: the square root of the size ratio, never above 1."""
+    if size <= 0:
+        raise ValueError(f"size must be a positive number of pixels, got {size!r}")
+    return min(1.0, math.sqrt(size / DETAIL_SIZE))
+
+
 def tessellation_for(size: int, slices: int, stacks: int) -> tuple[int, int]:
     """(slices, stacks) for curved surfaces drawn in images of ``size`` pixels, given the
     spec's ``slices`` and ``stacks`` at ``DETAIL_SIZE``.
 
     A circle of n segments strays from the true curve by about r (pi / n)^2 / 2 (the facets'
     sagitta), which a view shows at a scale proportional to its size; segments in proportion
-    to the square root of the size keep that error, in pixels, what it is at ``DETAIL_SIZE``.
-    Never more than the spec's, never fewer than ``MIN_SLICES`` / ``MIN_STACKS``."""
-    if size <= 0:
-        raise ValueError(f"size must be a positive number of pixels, got {size!r}")
-    scale = min(1.0, math.sqrt(size / DETAIL_SIZE))
+    to the square root of the size (``detail_scale``) keep that error, in pixels, what it is
+    at ``DETAIL_SIZE``. Never more than the spec's, never fewer than ``MIN_SLICES`` /
+    ``MIN_STACKS``."""
+    scale = detail_scale(size)
     return (
         min(slices, max(MIN_SLICES, round(slices * scale))),
         min(stacks, max(MIN_STACKS, round(stacks * scale))),
@@ -159,17 +166,15 @@ def match_quality(spec: mujoco.MjSpec, size: int) -> None:
     """Draw the flat faces MuJoCo subdivides itself (each box face in ``numquads`` squared
     quads, a plane in a grid) for images of ``size`` pixels (larger side), in a spec about to
     be compiled for renders: below ``DETAIL_SIZE``, fewer quads per face side and wider grid
-    cells in proportion to the square root of the size, as ``tessellation_for`` does for
-    curved surfaces. The quads and the grid carry only the per-vertex lighting across a flat
+    cells in proportion to ``detail_scale``, as ``tessellation_for`` does for curved
+    surfaces. The quads and the grid carry only the per-vertex lighting across a flat
     face (its specular highlight), never an outline.
 
     The spheres, cylinders and ellipsoids MuJoCo draws (``numslices``, ``numstacks``: the
     objects, which ``mesh_primitives`` keeps) keep the spec's tessellation: the objects are
     what a policy handles, and a wrist view brings one close enough to fill a third of a
     64 px image, where a puck of 6 sides reads as a hexagon."""
-    if size <= 0:
-        raise ValueError(f"size must be a positive number of pixels, got {size!r}")
-    scale = min(1.0, math.sqrt(size / DETAIL_SIZE))
+    scale = detail_scale(size)
     quality = spec.visual.quality
     quality.numquads = max(1, round(int(quality.numquads) * scale))
     for geom in spec.geoms:
