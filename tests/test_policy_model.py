@@ -389,3 +389,43 @@ def test_a_tiny_policy_overfits_one_batch_and_samples_its_actions() -> None:
     # Measured: the loss falls about 36x and the mean error is about 0.10 (max 0.76) on
     # actions of RMS 0.71.
     assert float(err.mean()) < 0.15, (float(err.mean()), float(err.max()))
+
+
+def _conv_cfg(**changes: object) -> PolicyCfg:
+    backbone = {**CFG.backbone.model_dump(), "kind": "conv", "finetune": "full"}
+    return CFG.replace(backbone=CFG.backbone.replace(**{**backbone, **changes}))
+
+
+def test_the_keypoint_encoder_gives_two_tokens_a_view_and_follows_a_dot() -> None:
+    from r2s2r.policy.encoders import ConvEncoder, SpatialSoftmax
+
+    cfg = _conv_cfg()
+    model = build_model(cfg)
+    assert isinstance(model.image, ConvEncoder)
+    images = make_batch(cfg, b=2)["images"]
+    assert model.image(images).shape == (2, 3 * 2, cfg.width)
+    counts = model.parameter_counts()
+    assert counts["backbone_lora"] == 0 and counts["trainable"] == counts["total"] - counts["text"]
+    # A keypoint map that is the image's own brightness puts its keypoint on a bright dot.
+    soft = SpatialSoftmax(1, 1, 16, 16)
+    with torch.no_grad():
+        soft.maps.weight.fill_(1.0)
+        soft.maps.bias.zero_()
+        soft.log_temperature.fill_(-3.0)
+    dot = torch.zeros(1, 1, 16, 16)
+    dot[0, 0, 3, 12] = 1.0
+    x, y = soft(dot)[0, 0].tolist()
+    assert x == pytest.approx(-1 + 2 * 12 / 15, abs=0.02)
+    assert y == pytest.approx(-1 + 2 * 3 / 15, abs=0.02)
+    with pytest.raises(ValueError, match="no pretrained weights"):
+        CFG.backbone.replace(kind="conv", finetune="lora")
+
+
+def test_view_grid_pools_each_views_patch_tokens() -> None:
+    cfg = load_policy_cfg("cpu").replace(view_grid=2)
+    model = build_model(cfg)
+    images = make_batch(cfg, b=2)["images"]
+    # Per view: the class token and a 2 x 2 grid.
+    assert model.image(images).shape == (2, 3 * 5, cfg.width)
+    with pytest.raises(ValueError, match="does not divide"):
+        load_policy_cfg("cpu").replace(view_grid=3)

@@ -72,3 +72,46 @@ def params(
     typer.echo(f"{'preset':8s}" + "".join(f"{k:>16s}" for k in keys))
     for row in rows:
         typer.echo(f"{row['preset']:8s}" + "".join(f"{row[k]:>16,}" for k in keys))
+
+
+@app.command()
+def probe(
+    run: Annotated[Path, typer.Option("--run", help="a training run folder")],
+    data: Annotated[Path, typer.Option("--data", help="a twin dataset (it tracks the object)")],
+    frames: Annotated[int, typer.Option(min=50, help="on-belt frames probed")] = 1500,
+    seed: Annotated[int, typer.Option(help="which frames")] = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """Can the policy see where the object is and how fast the belt runs? A linear probe
+    from its observation tokens to the object's position and the belt speed, scored on
+    episodes it was not fitted on."""
+    from r2s2r.cli.train import require_policy_extra
+
+    require_policy_extra()
+    from r2s2r.cli.progress import progress_bar
+    from r2s2r.eval.embedding import LatentError
+    from r2s2r.eval.probe import probe as run_probe
+
+    with progress_bar((frames + 31) // 32, "probe", "batch", disable=as_json) as show:
+        from r2s2r.app.jobs import Progress
+
+        count = [0]
+
+        def tick() -> None:
+            count[0] += 1
+            show(Progress("probe", count[0]))
+
+        try:
+            result = run_probe(run, data, frames, seed=seed, on_batch=tick)
+        except LatentError as err:
+            typer.echo(f"error: {err}", err=True)
+            raise typer.Exit(2) from err
+    if as_json:
+        typer.echo(json.dumps(result, indent=2))
+        return
+    typer.echo(
+        f"object x: {result['object_x_cm']:.1f} cm off (R^2 {result['object_x_r2']:.2f}; the "
+        f"spread is {result['object_x_spread_cm']:.1f} cm), y: {result['object_y_cm']:.1f} cm "
+        f"(R^2 {result['object_y_r2']:.2f}); belt speed: {result['belt_speed_cm_s']:.2f} cm/s "
+        f"off (R^2 {result['belt_speed_r2']:.2f}); {result['frames_test']} held-out frames"
+    )

@@ -26,8 +26,12 @@ ActionRepr = Literal["absolute", "relative"]
 
 class BackboneCfg(Spec):
     """The image backbone: a timm DINOv3 ViT, frozen, with LoRA adapters in its last blocks
-    (``finetune: lora``), or trained whole (``finetune: full``)."""
+    (``finetune: lora``), or trained whole (``finetune: full``); or (``kind: conv``) a small
+    convolutional net with a spatial-softmax keypoint head, trained whole from random
+    weights (robomimic's and Diffusion Policy's image encoder at small sizes)."""
 
+    # "vit": the timm model ``name``; "conv": the keypoint net (``channels``, ``keypoints``).
+    kind: Literal["vit", "conv"] = "vit"
     # timm model name (``vit_base_patch16_dinov3``, ...).
     name: str = "vit_base_patch16_dinov3"
     # Constructor overrides for timm (``embed_dim``, ``depth``, ``num_heads`` shrink the model
@@ -44,6 +48,17 @@ class BackboneCfg(Spec):
     # (for a small backbone trained from its random initialization, where frozen random
     # features would be all the policy ever sees).
     finetune: Literal["lora", "full"] = "lora"
+    # The keypoint net: four 3 x 3 convolutions of these widths (strides 1, 2, 1, 2), then
+    # ``keypoints`` spatial-softmax keypoints; each view becomes two tokens (its keypoints,
+    # and its pooled features).
+    channels: tuple[PosInt, PosInt, PosInt, PosInt] = (16, 32, 32, 64)
+    keypoints: PosInt = 32
+
+    @model_validator(mode="after")
+    def _conv_trains_whole(self) -> BackboneCfg:
+        if self.kind == "conv" and self.finetune != "full":
+            raise ValueError("backbone.kind conv has no pretrained weights: set finetune: full")
+        return self
 
 
 class TextCfg(Spec):

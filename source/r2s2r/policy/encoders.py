@@ -148,6 +148,13 @@ class ImageEncoder(nn.Module):
         """The LoRA adapter weights (none when the backbone is trained whole)."""
         return [p for n, p in self.vit.named_parameters() if "lora_" in n]
 
+    def backbone_parameters(self) -> list[nn.Parameter]:
+        """The ViT's weights (frozen unless trained whole), adapters included."""
+        return list(self.vit.parameters())
+
+    def set_grad_checkpointing(self, enabled: bool) -> None:
+        self.vit.set_grad_checkpointing(enabled)
+
     def forward(self, images: Tensor) -> Tensor:
         b, v = images.shape[:2]
         x = images.flatten(0, 1).float()
@@ -163,6 +170,86 @@ class ImageEncoder(nn.Module):
         tokens = self.proj(feats) + self.pos_embed.to(feats.dtype)
         tokens = tokens.view(b, v, -1, tokens.shape[-1]) + self.view_embed[:v, None].to(feats.dtype)
         return tokens.flatten(1, 2)
+
+
+class SpatialSoftmax(nn.Module):
+    """Feature maps (N, C, h, w) -> K keypoints (N, K, 2): a 1 x 1 convolution to K maps,
+    each a softmax over its positions (with a learned temperature), and the expected x and
+    y in [-1, 1] under it (Levine et al. 2016; robomimic's SpatialSoftmax)."""
+
+    xs: Tensor
+    ys: Tensor
+
+    def __init__(self, channels: int, keypoints: int, h: int, w: int) -> None:
+        super().__init__()
+        self.maps = nn.Conv2d(channels, keypoints, 1)
+        self.log_temperature = nn.Parameter(torch.zeros(()))
+        ys, xs = torch.meshgrid(torch.linspace(-1, 1, h), torch.linspace(-1, 1, w), indexing="ij")
+        self.register_buffer("xs", xs.reshape(-1), persistent=False)
+        self.register_buffer("ys", ys.reshape(-1), persistent=False)
+
+    def forward(self, x: Tensor) -> Tensor:
+        maps = self.maps(x).flatten(2)  # (N, K, h * w)
+        attn = torch.softmax(maps / self.log_temperature.exp(), dim=-1)
+        return torch.stack([attn @ self.xs.to(attn.dtype), attn @ self.ys.to(attn.dtype)], dim=-1)
+
+
+class ConvEncoder(nn.Module):
+    """Views (B, V, 3, s, s) uint8 -> tokens (B, 2 V, width): per view (the same weights for
+    every view) four 3 x 3 convolutions (strides 1, 2, 1, 2, GroupNorm, GELU), a keypoint
+    token from the spatial-softmax keypoints and a token of the mean features, plus a learned
+    view embedding. Trained whole from random weights; a 1-2 px object at 64 px keeps its
+    place in the keypoints, where a 16 px patch blurs it."""
+
+    def __init__(self, cfg: BackboneCfg, image_size: int, width: int, max_views: int) -> None:
+        super().__init__()
+        c = cfg.channels
+        layers: list[nn.Module] = []
+        inputs = 3
+        for out, stride in zip(c, (1, 2, 1, 2), strict=True):
+            layers += [
+                nn.Conv2d(inputs, out, 3, stride=stride, padding=1),
+                nn.GroupNorm(min(8, out), out),
+                nn.GELU(),
+            ]
+            inputs = out
+        self.net = nn.Sequential(*layers)
+        side = image_size // 4
+        self.keypoints = SpatialSoftmax(c[-1], cfg.keypoints, side, side)
+        self.kp_proj = nn.Linear(2 * cfg.keypoints, width)
+        self.feat_proj = nn.Linear(c[-1], width)
+        self.view_embed = nn.Parameter(torch.randn(max_views, 2, width) * 0.02)
+        init_linear(self.kp_proj)
+        init_linear(self.feat_proj)
+
+    def lora_parameters(self) -> list[nn.Parameter]:
+        return []
+
+    def backbone_parameters(self) -> list[nn.Parameter]:
+        """The convolutional net's weights (trained whole)."""
+        return list(self.net.parameters())
+
+    def set_grad_checkpointing(self, enabled: bool) -> None:
+        """Nothing to recompute: the net is small."""
+
+    def forward(self, images: Tensor) -> Tensor:
+        b, v = images.shape[:2]
+        x = images.flatten(0, 1).float() * (1 / 127.5) - 1.0
+        feats = self.net(x)  # (B*V, C, s/4, s/4)
+        kp = self.kp_proj(self.keypoints(feats).flatten(1))
+        mean = self.feat_proj(feats.mean(dim=(2, 3)))
+        tokens = torch.stack([kp, mean], dim=1).view(b, v, 2, -1)
+        tokens = tokens + self.view_embed[:v].to(tokens.dtype)
+        return tokens.flatten(1, 2)
+
+
+def image_encoder(
+    cfg: BackboneCfg, image_size: int, width: int, max_views: int, grid: int | None = None
+) -> ImageEncoder | ConvEncoder:
+    """The image encoder of ``cfg.kind``."""
+    if cfg.kind == "conv":
+        return ConvEncoder(cfg, image_size, width, max_views)
+    return ImageEncoder(cfg, image_size, width, max_views, grid)
 
 
 def _text_state(path: Path) -> dict[str, Tensor]:

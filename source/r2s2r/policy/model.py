@@ -27,7 +27,7 @@ from torch import Tensor, nn
 
 from r2s2r.policy.base import PolicyError
 from r2s2r.policy.config import PolicyCfg
-from r2s2r.policy.encoders import EmbodimentLinear, ImageEncoder, ProprioEncoder, TaskEncoder
+from r2s2r.policy.encoders import EmbodimentLinear, ProprioEncoder, TaskEncoder, image_encoder
 from r2s2r.policy.transformer import (
     ActionBlock,
     EncoderBlock,
@@ -86,7 +86,7 @@ class FlowMatchingPolicy(nn.Module):
         self.cfg = cfg
         self.num_embodiments = num_embodiments
         d, heads, ratio = cfg.width, cfg.heads, cfg.mlp_ratio
-        self.image = ImageEncoder(cfg.backbone, cfg.image_size, d, cfg.max_views, cfg.view_grid)
+        self.image = image_encoder(cfg.backbone, cfg.image_size, d, cfg.max_views, cfg.view_grid)
         self.task = TaskEncoder(cfg.text, d, heads, cfg.resampler_layers, ratio)
         self.proprio = ProprioEncoder(
             num_embodiments, cfg.max_state_dim, cfg.state_history, d, heads,
@@ -318,7 +318,7 @@ class FlowMatchingPolicy(nn.Module):
         """Recompute block activations in the backward pass (backbone and both stacks)."""
         self.obs.checkpointing = enabled
         self.act.checkpointing = enabled
-        self.image.vit.set_grad_checkpointing(enabled)
+        self.image.set_grad_checkpointing(enabled)
 
     def parameter_counts(self) -> dict[str, int]:
         """Parameters by part: ``backbone`` (the ViT's weights, frozen unless trained whole),
@@ -326,7 +326,7 @@ class FlowMatchingPolicy(nn.Module):
         scratch), and the ``total`` and ``trainable`` sums."""
         lora = {id(p) for p in self.image.lora_parameters()}
         text = {id(p) for p in self.task.text.parameters()}
-        vit = {id(p) for p in self.image.vit.parameters()}
+        vit = {id(p) for p in self.image.backbone_parameters()}
         counts = dict.fromkeys(("backbone", "backbone_lora", "text", "policy"), 0)
         for p in self.parameters():
             key = (
