@@ -64,7 +64,12 @@ def check_site(site: Path) -> tuple[list[str], Counter[str]]:
                 continue
             if parts.scheme or link.startswith("//"):
                 continue  # mailto:, data:, javascript: and the like
-            target = path if not parts.path else (path.parent / unquote(parts.path)).resolve()
+            if not parts.path:
+                target = path
+            elif parts.path.startswith("/"):  # from the site's root (the 404 page's links)
+                target = (site / unquote(parts.path).lstrip("/")).resolve()
+            else:
+                target = (path.parent / unquote(parts.path)).resolve()
             if target.is_dir():
                 target = target / "index.html"
             where = f"{path.relative_to(site)}: {link}"
