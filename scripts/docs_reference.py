@@ -69,22 +69,37 @@ def cli_page() -> str:
         "the [guides](../guides/record.md).",
         "",
     ]
-    for path in _walk(root, ()):
+    commands = _walk(root, ())
+    # An index: every command with the first line of its help, linked to its section.
+    parts += ["| command | what it does |", "| --- | --- |"]
+    for path, command in commands[1:]:
+        summary = command.get_short_help_str(limit=120) if hasattr(command, "help") else ""
+        parts.append(f"| [`{_title(path)}`](#{_anchor(path)}) | {_cell(summary)} |")
+    parts.append("")
+    for path, _ in commands:
         result = runner.invoke(
             app, [*path, "--help"], env=env, terminal_width=100, prog_name="r2s2r"
         )
         if result.exit_code != 0:
-            raise SystemExit(f"r2s2r {' '.join(path)} --help failed:\n{result.output}")
-        title = " ".join(("r2s2r", *path))
+            raise SystemExit(f"{_title(path)} --help failed:\n{result.output}")
         level = "##" if len(path) <= 1 else "###"
-        parts += [f"{level} `{title}`", "", "```text", _clean(result.output), "```", ""]
+        heading = f"{level} `{_title(path)}` {{#{_anchor(path)}}}"
+        parts += [heading, "", "```text", _clean(result.output), "```", ""]
     return "\n".join(parts)
 
 
-def _walk(command: Any, path: tuple[str, ...]) -> list[tuple[str, ...]]:
-    """The paths of ``command``'s subcommands, depth first; a group comes before its own.
-    (Typer vendors its own click, so a group is recognised by what it does.)"""
-    found = [path]
+def _title(path: tuple[str, ...]) -> str:
+    return " ".join(("r2s2r", *path))
+
+
+def _anchor(path: tuple[str, ...]) -> str:
+    return "-".join(("r2s2r", *path))
+
+
+def _walk(command: Any, path: tuple[str, ...]) -> list[tuple[tuple[str, ...], Any]]:
+    """``command`` and its subcommands with their paths, depth first; a group comes before
+    its own. (Typer vendors its own click, so a group is recognised by what it does.)"""
+    found = [(path, command)]
     if hasattr(command, "list_commands"):
         ctx = command.context_class(command)
         for name in command.list_commands(ctx):
