@@ -1,6 +1,7 @@
 """Training, checkpoints and the learned policy, on the tiny preset and recorded twin demos:
 the learning path learns (a tiny policy overfits a few episodes), a resumed run equals an
-uninterrupted one bit for bit, checkpoints hold no pickle, bad input is named."""
+uninterrupted one bit for bit, checkpoints hold no pickle, bad input is named; held-out
+validation never overlaps training and changes nothing the run learns."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ from r2s2r.data.config import IMAGE_PREFIX, STATE_KEY
 from r2s2r.policy import checkpoint as ckpt
 from r2s2r.policy.base import STATE_PAD_KEY, TASK_KEY, Policy, PolicyError
 from r2s2r.policy.learned import LearnedPolicy
-from r2s2r.policy.train import TrainCfg, Trainer, learning_rate, read_metrics
+from r2s2r.policy.train import TrainCfg, Trainer, learning_rate, read_metrics, real_split
+from r2s2r.policy.windows import WindowDataset
 from r2s2r.spec import SpecError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -335,3 +337,66 @@ def test_a_mixture_with_a_domain_token_trains_and_loads(demos: Path, tmp_path: P
     assert policy.model.cfg.domain_conditioning
     with pytest.raises(PolicyError, match="domain_conditioning"):
         Trainer(_cfg(demos, tmp_path, steps=2, sims=(str(demos),), alpha=0.5), run, resume=True)
+
+
+def test_validation_episodes_never_overlap_training(demos: Path, tmp_path: Path) -> None:
+    ds = Dataset(demos)
+    train, val = real_split(_cfg(demos, tmp_path, val_episodes=1), ds)
+    assert (train, val) == ([0, 1], [2])
+    train, val = real_split(_cfg(demos, tmp_path, val_episodes=1, real_episodes=2), ds)
+    assert (train, val) == ([0], [1])
+    with pytest.raises(PolicyError, match="leaves no episode to train on"):
+        real_split(_cfg(demos, tmp_path, val_episodes=3), ds)
+
+
+def test_only_successful_keeps_the_successful_takes(demos: Path, tmp_path: Path) -> None:
+    ds = Dataset(demos)
+    successful = [e for e in range(ds.num_episodes) if ds.episodes[e]["success"]]
+    cfg = _cfg(demos, tmp_path, only_successful=True)
+    if successful:
+        assert real_split(cfg, ds)[0] == successful
+    else:
+        # The fixture's takes are 1.5 s long: none sorts its object.
+        with pytest.raises(PolicyError, match="no successful episode"):
+            real_split(cfg, ds)
+
+
+def test_windows_come_only_from_the_chosen_episodes(demos: Path, tmp_path: Path) -> None:
+    data = WindowDataset(demos, 64, cache_dir=tmp_path / "cache", episodes=[0, 2])
+    ds = Dataset(demos)
+    lengths = [int(e["length"]) for e in ds.episodes]
+    assert len(data) == lengths[0] + lengths[2]
+    seen = {data[i]["episode_index"] for i in range(0, len(data), 7)}
+    assert seen == {0, 2}
+    # The first sample of the second chosen episode is that episode's first frame.
+    sample = data[lengths[0]]
+    assert (sample["episode_index"], sample["frame_index"]) == (2, 0)
+    assert data.states().shape == (len(data), ds.contract.state_dim)
+    with pytest.raises(PolicyError, match="expected a non-empty set of positions"):
+        WindowDataset(demos, 64, cache_dir=tmp_path / "cache", episodes=[5])
+
+
+def test_validation_is_logged_and_changes_nothing_the_run_learns(
+    demos: Path, tmp_path: Path
+) -> None:
+    torch.set_num_threads(1)
+    with_val, without = tmp_path / "val", tmp_path / "plain"
+    cfg = _cfg(demos, tmp_path, val_episodes=1, val_every=2, val_windows=8)
+    trainer = Trainer(cfg, with_val)
+    trainer.fit()
+    rows = read_metrics(with_val)
+    logged = [(r["step"], r["val_loss"] is not None) for r in rows]
+    assert logged == [(1, False), (2, True), (3, False), (4, True)]
+    val_rows = [r for r in rows if r["val_loss"] is not None]
+    assert all(np.isfinite(r["val_loss"]) and r["val_pos_mm"] > 0 for r in val_rows)
+    # The same weights measure the same: the draws are fixed.
+    assert trainer._validate()[:2] == trainer._validate()[:2]
+    # Training on the same episodes without validation gives the same weights, bit for bit.
+    Trainer(_cfg(demos, tmp_path, real_episodes=2), without).fit()
+    a, b = ckpt.load_checkpoint(with_val), ckpt.load_checkpoint(without)
+    for name, value in a.model.items():
+        assert torch.equal(value, b.model[name]), name
+    # A resume must hold the split it started with.
+    changed = _cfg(demos, tmp_path, val_episodes=2, steps=6)
+    with pytest.raises(PolicyError, match="val_episodes"):
+        Trainer(changed, with_val, resume=True)

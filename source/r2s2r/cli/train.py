@@ -38,6 +38,21 @@ def train(
         int | None,
         typer.Option("--real-episodes", min=1, help="train on the real dataset's first N episodes"),
     ] = None,
+    only_successful: Annotated[
+        bool,
+        typer.Option("--only-successful", help="train on the real episodes labelled successful"),
+    ] = False,
+    val_episodes: Annotated[
+        int,
+        typer.Option(
+            "--val-episodes",
+            min=0,
+            help="hold out the last N real episodes: validation loss and chunk error in the log",
+        ),
+    ] = 0,
+    val_every: Annotated[
+        int, typer.Option("--val-every", min=1, help="validate every N steps")
+    ] = 500,
     sim: Annotated[
         list[Path] | None, typer.Option("--sim", help="a simulated dataset (repeatable)")
     ] = None,
@@ -99,6 +114,9 @@ def train(
             "preset": preset,
             "real": real,
             "real_episodes": real_episodes,
+            "only_successful": only_successful,
+            "val_episodes": val_episodes,
+            "val_every": val_every,
             "sims": tuple(sim or ()),
             "alpha": alpha,
             "steps": steps,
@@ -125,6 +143,11 @@ def train(
     typer.echo(f"{state} at step {result.step}/{result.steps}: {result.out}")
     if result.last is not None:
         typer.echo(f"last loss {result.last.loss:.4g}, {result.last.samples_per_s:.1f} samples/s")
+        if result.last.val_loss is not None:
+            typer.echo(
+                f"validation loss {result.last.val_loss:.4g}, chunk TCP error "
+                f"{result.last.val_pos_mm:.1f} mm"
+            )
     if result.loss_plot is not None:
         typer.echo(f"loss curve: {result.loss_plot}")
 

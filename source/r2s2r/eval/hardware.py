@@ -80,6 +80,10 @@ class HardwareRigs:
         task, world = apply_condition(trial.condition, self.task, self.world)
         return self.rig, self.sup, task, world
 
+    def progress(self, rig: Rig) -> None:
+        """The real cell's trials have no funnel: nothing reads their hands' contacts."""
+        return None
+
     def start(self, rig: Rig, trial: Trial, task: TaskSpec, world: WorldSpec) -> EpisodeStart:
         name, speed = trial_draws(task, trial.seed)
         self.prompt(

@@ -19,6 +19,7 @@ from typing import Any
 from r2s2r import __version__
 from r2s2r.eval import plots
 from r2s2r.eval.compare import compare
+from r2s2r.eval.funnel import STAGES, funnel_counts
 from r2s2r.eval.media import Latent, candidate_clips, choose_clips, data_uri, read_latent
 from r2s2r.eval.stats import (
     DEFAULT_RESAMPLES,
@@ -52,7 +53,7 @@ class Report:
     data: dict[str, Any]
 
     def text_table(self) -> str:
-        return format_table(self.data)
+        return format_table(self.data) + "\n\n" + format_funnel(self.data)
 
 
 def format_table(data: dict[str, Any]) -> str:
@@ -68,6 +69,60 @@ def format_table(data: dict[str, Any]) -> str:
             row += f" {text:>14s}"
         lines.append(row)
     return "\n".join(lines)
+
+
+def policy_progress(log: TrialLog) -> dict[str, Any]:
+    """A policy's funnel (trials past each stage; None where a trial has none), its chunks
+    and how many the runtime rejected, and the trials in which it did not act (every chunk
+    rejected)."""
+    records = log.records
+    counted = [r for r in records if r.chunks is not None]
+    return {
+        "funnel": funnel_counts(r.stage for r in records),
+        "chunks": sum(r.chunks or 0 for r in counted) if counted else None,
+        "rejected_chunks": sum(r.rejected_chunks or 0 for r in counted) if counted else None,
+        "did_not_act": [r.trial for r in records if r.did_not_act],
+    }
+
+
+def format_funnel(data: dict[str, Any]) -> str:
+    """The funnel as plain text: per policy, trials past each stage and rejected chunks."""
+    width = max([6, *(len(p["label"]) for p in data["policies"])])
+    names = ("trials", *STAGES, "rejected")
+    lines = [f"{'policy':{width}s}" + "".join(f" {n:>9s}" for n in names)]
+    for p in data["policies"]:
+        funnel = p.get("funnel")
+        cells = [str(p["trials_logged"])]
+        cells += [str(funnel[s]) if funnel else "-" for s in STAGES]
+        chunks = p.get("chunks")
+        cells.append(f"{p['rejected_chunks']}/{chunks}" if chunks else "-")
+        row = f"{p['label']:{width}s}" + "".join(f" {c:>9s}" for c in cells)
+        if p.get("did_not_act") and len(p["did_not_act"]) == p["trials_logged"]:
+            row += "  did not act"
+        lines.append(row)
+    return "\n".join(lines)
+
+
+def _funnel_html(data: dict[str, Any]) -> str:
+    head = "".join(f"<th>{escape(s.replace('_', ' '))}</th>" for s in STAGES)
+    rows = []
+    for p in data["policies"]:
+        funnel = p.get("funnel")
+        cells = "".join(f"<td>{funnel[s] if funnel else '-'}</td>" for s in STAGES)
+        chunks = p.get("chunks")
+        rejected = f"{p['rejected_chunks']}/{chunks}" if chunks else "-"
+        flag = ""
+        if p.get("did_not_act"):
+            n, total = len(p["did_not_act"]), p["trials_logged"]
+            flag = "did not act" if n == total else f"did not act in {n} of {total} trials"
+        rows.append(
+            f"<tr><td class=l>{escape(p['label'])}</td><td>{p['trials_logged']}</td>{cells}"
+            f"<td>{rejected}</td><td class=l>{escape(flag)}</td></tr>"
+        )
+    return (
+        f"<table><tr><th class=l>policy</th><th>trials</th>{head}<th>chunks rejected</th>"
+        f"<th class=l></th></tr>{''.join(rows)}</table>"
+    )
 
 
 def _pct(x: float | None) -> str:
@@ -104,6 +159,7 @@ def build_data(
                 "table": {
                     g: {**c.to_json(), "trials_path": str(log.path)} for g, c in table.items()
                 },
+                **policy_progress(log),
             }
         )
     effects, notes = grounding_effects(
@@ -285,6 +341,13 @@ def write_report(
         "shifted total = every non-nominal trial.</p>",
         _table_html(data),
         f"<p><img alt='success per condition' src='{data_uri(bars, 'image/png')}'></p>",
+        "<h2>How far the trials got</h2>",
+        "<p class=note>trials past each stage, judged from the twin's truth every period "
+        "(a hand within 6 cm of the object; two hand parts touching it; lifted 3 cm while "
+        "held; over its bin; sorted), and the chunks the runtime's checks rejected. A policy "
+        "whose chunks were all rejected did not act: its zeros say nothing of what it "
+        "learned.</p>",
+        _funnel_html(data),
         "<h2>Grounding effects</h2>",
         f"<p class=note>percentile bootstrap, {resamples} resamples (seed {seed}), trials "
         "resampled within each policy and condition; pp = percentage points.</p>",

@@ -131,6 +131,8 @@ class Rollouts:
                 len(summary["safety_events"]),
                 summary["timing"]["infer_ms_p50"],
                 self._video(cameras, functools.partial(ds.video_file, index)),
+                chunk_counts(summary["timing"]),
+                summary.get("progress"),
             )
             append_trial(self.out / TRIALS_JSONL, record)
             log.warning("trial %d was recorded but not logged; logged now", trial.index)
@@ -147,6 +149,7 @@ class Rollouts:
 
 def trial_record(trial: Trial, episode: EpisodeLog, video: str | None) -> TrialRecord:
     """The log line of a finished trial."""
+    timing = episode.timing()
     return make_record(
         trial,
         episode.start.object_name,
@@ -156,9 +159,18 @@ def trial_record(trial: Trial, episode: EpisodeLog, video: str | None) -> TrialR
         len(episode.steps),
         episode.ended_by,
         len(episode.events),
-        episode.timing()["infer_ms_p50"],
+        timing["infer_ms_p50"],
         video,
+        chunk_counts(timing),
+        episode.progress,
     )
+
+
+def chunk_counts(timing: dict[str, Any]) -> tuple[int, int] | None:
+    """(chunks, rejected chunks) of an episode's timing summary; None where the policy
+    produced no chunk (a scripted operator drives without them)."""
+    chunks = int(timing.get("chunks") or 0)
+    return (chunks, int(timing.get("rejected_chunks") or 0)) if chunks else None
 
 
 def make_record(
@@ -172,8 +184,13 @@ def make_record(
     safety_events: int,
     infer_ms_p50: float | None,
     video: str | None,
+    chunks: tuple[int, int] | None = None,
+    progress: dict[str, Any] | None = None,
 ) -> TrialRecord:
-    """A trial's log line from its parts (its duration: its control periods at 50 Hz)."""
+    """A trial's log line from its parts (its duration: its control periods at 50 Hz);
+    ``chunks`` (made, rejected) and ``progress`` (the funnel's ``stage`` and
+    ``min_hand_distance_m``) where they were measured."""
+    progress = progress or {}
     return TrialRecord(
         trial=trial.index,
         seed=trial.seed,
@@ -188,4 +205,8 @@ def make_record(
         safety_events=safety_events,
         infer_ms_p50=infer_ms_p50,
         video=video,
+        chunks=chunks[0] if chunks else None,
+        rejected_chunks=chunks[1] if chunks else None,
+        stage=progress.get("stage"),
+        min_hand_distance_m=progress.get("min_hand_distance_m"),
     )

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from r2s2r import __version__
+from r2s2r.eval.funnel import Funnel
 from r2s2r.eval.policies import PolicySource
 from r2s2r.eval.protocol import ProtocolSpec, Trial, select_trials, trial_list
 from r2s2r.eval.rollouts import Rollouts, trial_record
@@ -51,6 +52,8 @@ from r2s2r.eval.trials import (
 from r2s2r.rig.interfaces import Rig
 from r2s2r.rig.safety import SafetySupervisor
 from r2s2r.runtime import EpisodeLog, EpisodeStart, Runtime, RuntimeCfg, start_episode
+from r2s2r.runtime.episode import StepLog
+from r2s2r.sim.progress import ProgressReading
 from r2s2r.spec import TaskSpec, WorldSpec
 
 if TYPE_CHECKING:
@@ -113,6 +116,11 @@ class RigSession(Protocol):
         """Present the trial's object and describe the episode that starts."""
         ...
 
+    def progress(self, rig: Rig) -> Callable[[], ProgressReading] | None:
+        """What reads the trial's progress every period for its funnel
+        (``r2s2r.eval.funnel``); None where the rig cannot tell."""
+        ...
+
     def release(self, rig: Rig) -> None:
         """Done with the trial's rig."""
         ...
@@ -160,6 +168,12 @@ class TwinRigs:
 
     def start(self, rig: Rig, trial: Trial, task: TaskSpec, world: WorldSpec) -> EpisodeStart:
         return start_episode(rig, task, world)
+
+    def progress(self, rig: Rig) -> Callable[[], ProgressReading]:
+        from r2s2r.rig.twin import TwinRig
+
+        assert isinstance(rig, TwinRig)  # ``open`` made it.
+        return rig.reveal_progress
 
     def release(self, rig: Rig) -> None:
         rig.close()
@@ -434,7 +448,15 @@ class _Run:
         judge = self.judge
         halt = stop if judge is None else (lambda: stop() or judge.pressed())
         max_s = self.setup.runtime.max_s or p.task.episode_s
-        hook = recorder.on_step if recorder is not None else None
+        read = self.rigs.progress(p.rig)
+        funnel = Funnel() if read is not None else None
+
+        def hook(step: StepLog, obs: dict[str, Any] | None) -> None:
+            if recorder is not None:
+                recorder.on_step(step, obs)
+            if funnel is not None and read is not None:
+                funnel.update(read())
+
         if judge is not None:
             judge.begin()
         try:
@@ -450,6 +472,8 @@ class _Run:
             return None
         if judge is not None:
             episode.outcome, episode.success, episode.ended_by = judge.verdict(episode)
+        if funnel is not None:
+            episode.progress = asdict(funnel.result(episode.outcome))
         return episode, recorder
 
     def _release(self) -> None:

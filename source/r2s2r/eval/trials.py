@@ -18,6 +18,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from r2s2r.eval.funnel import NO_STAGE, STAGES
+
 log = logging.getLogger("r2s2r.eval")
 
 EVAL_JSON = "eval.json"
@@ -100,12 +102,27 @@ class TrialRecord:
     infer_ms_p50: float | None = None
     # The trial's video, relative to the evaluation directory, if one was kept.
     video: str | None = None
+    # Chunks the policy produced and how many of them the runtime's checks rejected (None
+    # where not recorded: a scripted policy, or a log written before they were counted).
+    chunks: int | None = None
+    rejected_chunks: int | None = None
+    # The furthest funnel stage (``r2s2r.eval.funnel``: none, reached, grasped, lifted,
+    # over_bin, sorted) and the nearest a hand came to the object, metres; None where the
+    # rig cannot tell (the real cell).
+    stage: str | None = None
+    min_hand_distance_m: float | None = None
 
     def __post_init__(self) -> None:
         # The same checks as from_json, so that a record is valid however it was built; the
         # numbers are stored as the types the fields name.
         for name, value in _checked_trial(asdict(self), "trial record").items():
             object.__setattr__(self, name, value)
+
+    @property
+    def did_not_act(self) -> bool:
+        """The policy produced chunks and the runtime rejected every one: the arms never
+        moved on its account, which says nothing of what it learned."""
+        return bool(self.chunks) and self.rejected_chunks == self.chunks
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -155,6 +172,35 @@ def _checked_trial(data: Any, where: str) -> dict[str, Any]:
         _number(data, "infer_ms_p50", where) if present["infer_ms_p50"] else None
     )
     values["video"] = _get(data, "video", str, where) if present["video"] else None
+    for name in ("chunks", "rejected_chunks"):
+        values[name] = None
+        if data.get(name) is not None:
+            values[name] = _get(data, name, int, where)
+            if values[name] < 0:
+                raise TrialLogError(f"{where}: field {name!r} is {values[name]}, expected >= 0")
+    if (values["chunks"] is None) != (values["rejected_chunks"] is None):
+        raise TrialLogError(f"{where}: fields 'chunks' and 'rejected_chunks' go together")
+    if values["chunks"] is not None and values["rejected_chunks"] > values["chunks"]:
+        raise TrialLogError(
+            f"{where}: field 'rejected_chunks' is {values['rejected_chunks']}, more than the "
+            f"{values['chunks']} chunks"
+        )
+    stage = data.get("stage")
+    values["stage"] = None if stage is None else _choice(stage, "stage", (NO_STAGE, *STAGES), where)
+    if values["stage"] is not None and (values["stage"] == "sorted") != success:
+        raise TrialLogError(
+            f"{where}: field 'stage' is {values['stage']!r} but outcome is {outcome!r} (only a "
+            "sorted trial reaches the 'sorted' stage)"
+        )
+    distance = data.get("min_hand_distance_m")
+    values["min_hand_distance_m"] = None
+    if distance is not None:
+        value = float(_get(data, "min_hand_distance_m", (int, float), where))
+        if not (math.isfinite(value) and value >= 0):
+            raise TrialLogError(
+                f"{where}: field 'min_hand_distance_m' is {value}, expected a distance >= 0"
+            )
+        values["min_hand_distance_m"] = value
     return values
 
 

@@ -38,6 +38,14 @@ def _images(images: Sequence[np.ndarray]) -> torch.Tensor:
     return torch.from_numpy(out)
 
 
+def to_device(batch: dict[str, Any], device: torch.device) -> dict[str, Any]:
+    """A batch with its tensors on ``device``."""
+    out = {}
+    for k, v in batch.items():
+        out[k] = v.to(device, non_blocking=True) if isinstance(v, torch.Tensor) else v
+    return out
+
+
 class Collate:
     """Builds model batches for one embodiment's codec and normalization (picklable)."""
 

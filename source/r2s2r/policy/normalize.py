@@ -117,12 +117,12 @@ class NormStats:
 def fit_stats(
     mixture: Mixture, codec: ActionCodec, max_windows: int = 20000, seed: int = 0
 ) -> NormStats:
-    """Statistics of a mixture: the state over every frame of every dataset in it; the
+    """Statistics of a mixture: the state over every sampled frame of every dataset in it; the
     actions over up to ``max_windows`` windows drawn without replacement (uniformly over all
     frames of all its datasets, from ``seed``), encoded by ``codec`` relative to each window's
     current state, pad entries excluded."""
     datasets = mixture.datasets
-    states = np.concatenate([d.dataset.low_dim()["observation.state"] for d in datasets])
+    states = np.concatenate([d.states() for d in datasets])
     sizes = np.array([len(d) for d in datasets])
     total = int(sizes.sum())
     rng = np.random.default_rng(seed)

@@ -29,20 +29,22 @@ from pydantic import Field, model_validator
 from torch import nn
 
 from r2s2r import __version__
+from r2s2r.data.reader import Dataset
 from r2s2r.policy import checkpoint as ckpt
 from r2s2r.policy.actions import ActionCodec
 from r2s2r.policy.augment import augment
 from r2s2r.policy.base import PolicyError
-from r2s2r.policy.collate import Collate
+from r2s2r.policy.collate import Collate, to_device
 from r2s2r.policy.config import PolicyCfg, load_policy_cfg
 from r2s2r.policy.frames import fingerprint
 from r2s2r.policy.model import FlowMatchingPolicy, build_model
 from r2s2r.policy.normalize import NormStats, fit_stats
+from r2s2r.policy.validate import Validation, swapped
 from r2s2r.policy.windows import Mixture, WindowDataset, make_loader
 from r2s2r.sim.contract import Contract
 from r2s2r.sim.embodiment import Embodiment
 from r2s2r.spec import Spec
-from r2s2r.spec.base import NonNeg, PosInt, Unit
+from r2s2r.spec.base import NonNeg, NonNegInt, PosInt, Unit
 
 log = logging.getLogger("r2s2r.train")
 
@@ -59,6 +61,15 @@ class TrainCfg(Spec):
     real: Path | None = None
     # Train on the real dataset's first N episodes only (None: all of them).
     real_episodes: PosInt | None = None
+    # Train on the real episodes labelled successful only (a take the operator failed
+    # teaches the failure too).
+    only_successful: bool = False
+    # Hold out the last N of those real episodes: every ``val_every`` steps the run logs the
+    # flow-matching loss and the chunks' TCP position error on up to ``val_windows`` of
+    # their windows (fixed draws, EMA weights), as ``val_loss`` and ``val_pos_mm``.
+    val_episodes: NonNegInt = 0
+    val_every: PosInt = 500
+    val_windows: PosInt = 128
     sims: tuple[Path, ...] = ()
     # The share of each batch drawn from real data (None: 1 without sims, 0.5 with them).
     alpha: Unit | None = None
@@ -133,6 +144,9 @@ class StepRecord:
     grad_norm: float
     samples_per_s: float
     elapsed_s: float
+    # On the held-out episodes (``TrainCfg.val_episodes``), at validation steps only.
+    val_loss: float | None = None
+    val_pos_mm: float | None = None
 
 
 class _Loss(nn.Module):
@@ -153,22 +167,50 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+def real_split(cfg: TrainCfg, dataset: Dataset) -> tuple[list[int], list[int]]:
+    """(training, validation) episode positions of the real dataset: its first
+    ``real_episodes`` (all: None), the last ``val_episodes`` of them held out, the rest kept
+    where successful if ``only_successful``."""
+    total = dataset.num_episodes
+    n = cfg.real_episodes or total
+    if n > total:
+        raise PolicyError(f"{cfg.real}: real_episodes {n}: the dataset holds {total} episodes")
+    if cfg.val_episodes >= n:
+        raise PolicyError(
+            f"{cfg.real}: val_episodes {cfg.val_episodes} leaves no episode to train on (of {n})"
+        )
+    train, val = list(range(n - cfg.val_episodes)), list(range(n - cfg.val_episodes, n))
+    if cfg.only_successful:
+        train = [e for e in train if bool(dataset.episodes[e].get("success"))]
+        if not train:
+            raise PolicyError(f"{cfg.real}: no successful episode to train on (only_successful)")
+    return train, val
+
+
 def open_mixture(cfg: TrainCfg, policy: PolicyCfg) -> Mixture:
     """The training mixture, every dataset checked against the others."""
-
-    def window(root: Path, episodes: int | None = None) -> WindowDataset:
-        return WindowDataset(
-            root,
-            policy.image_size,
-            policy.state_history,
-            policy.action_horizon,
-            cache_dir=cfg.cache_dir,
-            episodes=episodes,
-        )
-
-    real = window(cfg.real, cfg.real_episodes) if cfg.real is not None else None
-    sims = [window(p) for p in cfg.sims]
+    real = None
+    if cfg.real is not None:
+        episodes: int | list[int] | None = cfg.real_episodes
+        if cfg.val_episodes or cfg.only_successful:
+            episodes = real_split(cfg, Dataset(cfg.real))[0]
+        real = window_dataset(cfg, policy, cfg.real, episodes)
+    sims = [window_dataset(cfg, policy, p) for p in cfg.sims]
     return Mixture(real, sims, cfg.real_share, cfg.seed)
+
+
+def window_dataset(
+    cfg: TrainCfg, policy: PolicyCfg, root: Path, episodes: int | list[int] | None = None
+) -> WindowDataset:
+    """The windows of dataset ``root`` (its ``episodes``) as ``policy`` takes them."""
+    return WindowDataset(
+        root,
+        policy.image_size,
+        policy.state_history,
+        policy.action_horizon,
+        cache_dir=cfg.cache_dir,
+        episodes=episodes,
+    )
 
 
 def dataset_records(mixture: Mixture) -> list[dict[str, str]]:
@@ -189,13 +231,6 @@ def check_run_fits(config: dict[str, Any], mixture: Mixture, path: Path) -> None
     except (KeyError, TypeError, ValueError) as err:
         raise PolicyError(f"{path}: not a run config ({err})") from None
     mixture.check_policy(contract, fps, contract.cameras)
-
-
-def to_device(batch: dict[str, Any], device: torch.device) -> dict[str, Any]:
-    out = {}
-    for k, v in batch.items():
-        out[k] = v.to(device, non_blocking=True) if isinstance(v, torch.Tensor) else v
-    return out
 
 
 class Trainer:
@@ -283,6 +318,13 @@ class Trainer:
         self.collate = Collate(
             self.codec, self.norm, pc.max_state_dim, pc.max_action_dim, pc.image_size
         )
+        self.validation: Validation | None = None
+        if cfg.val_episodes and cfg.real is not None and self.rank == 0:
+            held_out = real_split(cfg, self.mixture.datasets[0].dataset)[1]
+            data = window_dataset(cfg, self.policy_cfg, cfg.real, held_out)
+            self.validation = Validation(
+                data, self.collate, cfg.val_windows, cfg.batch_size, cfg.seed
+            )
         self._loss: nn.Module = _Loss(self.model)
         if self.world_size > 1:
             from torch.nn.parallel import DistributedDataParallel
@@ -414,7 +456,14 @@ class Trainer:
                     break
                 loss, grad_norm = self.train_step(batch)
                 window.append(loss)
-                if self.step % cfg.log_every == 0 or self.step == cfg.steps:
+                last = self.step == cfg.steps
+                validate = self.validation is not None and (self.step % cfg.val_every == 0 or last)
+                if self.step % cfg.log_every == 0 or last or validate:
+                    # Validation time is not training time: the clock skips it.
+                    val_loss = val_pos_mm = None
+                    if validate:
+                        val_loss, val_pos_mm, spent = self._validate()
+                        t0 += spent
                     elapsed = time.perf_counter() - t0
                     done = (self.step - start) * cfg.batch_size * self.world_size
                     record = StepRecord(
@@ -424,6 +473,8 @@ class Trainer:
                         grad_norm=float(grad_norm),
                         samples_per_s=done / max(elapsed, 1e-9),
                         elapsed_s=elapsed,
+                        val_loss=val_loss,
+                        val_pos_mm=val_pos_mm,
                     )
                     window = []
                     if self.rank == 0:
@@ -440,6 +491,14 @@ class Trainer:
         if self.rank == 0:
             plot_metrics(self.out)
         return self.step
+
+    def _validate(self) -> tuple[float, float, float]:
+        """(validation loss, TCP position error in mm, seconds spent) with the EMA weights."""
+        assert self.validation is not None
+        t = time.perf_counter()
+        with swapped(self.params, self.ema):
+            loss, pos_mm = self.validation.measure(self.model, self.device)
+        return loss, pos_mm, time.perf_counter() - t
 
 
 def _distributed() -> tuple[int, int]:
@@ -471,6 +530,8 @@ def _resumed_cfg(cfg: TrainCfg, saved: dict[str, Any], path: Path) -> TrainCfg:
             "batch_size",
             "seed",
             "domain_conditioning",
+            "only_successful",
+            "val_episodes",
         )
         if getattr(cfg, k) != getattr(old, k)
     ]

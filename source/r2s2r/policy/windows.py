@@ -43,7 +43,7 @@ class WindowDataset:
         cache_dir: Path | None = None,
         use_cache: bool = True,
         progress: ProgressFn | None = None,
-        episodes: int | None = None,
+        episodes: int | Sequence[int] | None = None,
     ) -> None:
         self._args = (
             Path(root), image_size, state_history, action_horizon, cache_dir, use_cache, None,
@@ -53,16 +53,29 @@ class WindowDataset:
         self.dataset = Dataset(self.root)
         if len(self.dataset) == 0:
             raise DatasetError(f"{self.root}: the dataset holds no frames")
-        # Only the first ``episodes`` episodes (None: all): frames are stored episode after
-        # episode, so they are the frames below the first left-out episode's start.
+        # The episodes whose frames are samples: the first N (an int), those at the given
+        # positions of the episodes table (a sequence), or all (None). ``_frames`` maps a
+        # sample to its frame (None: the identity).
+        self._frames: np.ndarray | None = None
         self._len = len(self.dataset)
-        if episodes is not None:
-            if not 1 <= episodes <= self.dataset.num_episodes:
+        total = self.dataset.num_episodes
+        if isinstance(episodes, int):
+            if not 1 <= episodes <= total:
                 raise PolicyError(
-                    f"{self.root}: episodes {episodes}: the dataset holds "
-                    f"{self.dataset.num_episodes} episodes"
+                    f"{self.root}: episodes {episodes}: the dataset holds {total} episodes"
                 )
             self._len = int(self.dataset.episodes[episodes - 1]["dataset_to_index"])
+        elif episodes is not None:
+            chosen = sorted({int(e) for e in episodes})
+            if not chosen or chosen[0] < 0 or chosen[-1] >= total:
+                raise PolicyError(
+                    f"{self.root}: episodes {list(episodes)[:8]}: expected a non-empty set of "
+                    f"positions in [0, {total})"
+                )
+            table = self.dataset.episodes
+            spans = [(table[e]["dataset_from_index"], table[e]["dataset_to_index"]) for e in chosen]
+            self._frames = np.concatenate([np.arange(int(a), int(b)) for a, b in spans])
+            self._len = len(self._frames)
         for name, value in (("state_history", state_history), ("action_horizon", action_horizon)):
             if value < 1:
                 raise PolicyError(f"{name}: expected at least 1, got {value}")
@@ -89,10 +102,19 @@ class WindowDataset:
     def __len__(self) -> int:
         return self._len
 
+    def states(self) -> np.ndarray:
+        """The proprio of every frame whose window is a sample (N, S)."""
+        states = self.dataset.low_dim()[STATE_KEY]
+        return states[self._frames] if self._frames is not None else states[: self._len]
+
+    def frame(self, i: int) -> int:
+        """The dataset frame of sample ``i``."""
+        return int(self._frames[i]) if self._frames is not None else int(i)
+
     def low_window(self, i: int) -> dict[str, np.ndarray]:
         """The low-dimensional part of sample ``i``: state (P, S), state_is_pad (P,), actions
         (H, A), action_is_pad (H,)."""
-        w = self.dataset.window(i, self.state_history, self.action_horizon)
+        w = self.dataset.window(self.frame(i), self.state_history, self.action_horizon)
         return {
             "state": w[STATE_KEY],
             "state_is_pad": w["state_is_pad"],
@@ -101,7 +123,8 @@ class WindowDataset:
         }
 
     def images(self, i: int) -> np.ndarray:
-        """The views of frame ``i`` in contract camera order (V, s, s, 3) uint8."""
+        """The views of sample ``i`` in contract camera order (V, s, s, 3) uint8."""
+        i = self.frame(i)
         pos, frame = int(self._episode_pos[i]), int(self._frame[i])
         if self.cache is not None:
             return np.stack([self.cache.frames(pos, c)[frame] for c in self.cameras])
@@ -116,14 +139,15 @@ class WindowDataset:
         if not 0 <= i < len(self):
             raise IndexError(f"{self.root}: frame {i} out of range (dataset has {len(self)})")
         tasks = self.dataset.tasks
-        task_index = int(self._task_index[i])
+        frame = self.frame(i)
+        task_index = int(self._task_index[frame])
         return {
             "images": self.images(i),
             **self.low_window(i),
             "task": tasks[task_index] if task_index < len(tasks) else "",
             "embodiment_id": self.embodiment_id,
-            "episode_index": int(self._episode[i]),
-            "frame_index": int(self._frame[i]),
+            "episode_index": int(self._episode[frame]),
+            "frame_index": int(self._frame[frame]),
         }
 
     def __getstate__(self) -> dict[str, Any]:

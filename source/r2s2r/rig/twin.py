@@ -29,6 +29,7 @@ from r2s2r.sim.cell import STATUS_NAMES, Cell
 from r2s2r.sim.embodiment import TCP_POSE_DIM, Embodiment
 from r2s2r.sim.lean import match_quality, merge_static, mesh_primitives
 from r2s2r.sim.physics import make_physics
+from r2s2r.sim.progress import ProgressReading
 from r2s2r.sim.scene import OBJECT_PREFIX, build_scene
 from r2s2r.spec import TaskSpec, WorldSpec
 from r2s2r.spec.conditions import apply_condition
@@ -366,6 +367,13 @@ class TwinRig:
         with self._lock:
             pos, quat, _ = self._cell.object_states()
             return np.concatenate([pos[0, 0], quat[0, 0]])
+
+    def reveal_progress(self) -> ProgressReading:
+        """How far the episode has got, from the simulation's state (the hands' distance to
+        the presented object, the hand parts touching it, over its bin or not). For
+        evaluation only, like ``reveal_truth``: no policy or grounding input may come from it."""
+        with self._lock:
+            return self._cell.progress(0)
 
     def reveal_truth(self) -> TwinTruth:
         """The hidden truth. For benchmarks and evaluation only: nothing that grounds the

@@ -83,6 +83,9 @@ class EpisodeLog:
     # verdict | timeout | safety_stop | estop | policy_error | stopped (should_stop)
     ended_by: str = ""
     messages: list[str] = field(default_factory=list)
+    # What an evaluation measured of the episode's progress from outside the policy's view
+    # (the twin's funnel: ``stage``, ``min_hand_distance_m``); empty where nothing did.
+    progress: dict[str, Any] = field(default_factory=dict)
 
     def timing(self) -> dict[str, Any]:
         """Control-period and inference figures of the episode (milliseconds)."""

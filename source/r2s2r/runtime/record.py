@@ -147,6 +147,7 @@ def episode_summary(episode: EpisodeLog) -> dict[str, Any]:
             for e in episode.events
         ],
         "messages": list(episode.messages),
+        "progress": dict(episode.progress),
     }
 
 

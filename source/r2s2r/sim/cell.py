@@ -17,6 +17,7 @@ from r2s2r.sim import kernels
 from r2s2r.sim.controller import MotionGenerator
 from r2s2r.sim.embodiment import Embodiment
 from r2s2r.sim.physics import Physics
+from r2s2r.sim.progress import ProgressProbe, ProgressReading
 from r2s2r.sim.scene import CART_AXES, OBJECT_PREFIX, Scene, storage_pos
 
 PENDING, SORTED, WRONG_BIN, DROPPED = (
@@ -134,6 +135,8 @@ class Cell:
         # Per spawn slot, the factor its object is scaled by (1: its spec size).
         self.scale = np.ones((self.n, s))
         self._geometry = _ObjectGeometry.of(scene.model, self.objects)
+        # Built on first use (only evaluation reads an episode's progress).
+        self._probe: ProgressProbe | None = None
         self.spawned = np.zeros((self.n, s), dtype=bool)
         self.status = np.zeros((self.n, s), dtype=int)
         self.belt_speed = np.zeros(self.n)
@@ -429,6 +432,25 @@ class Cell:
             "object_quat": quat,
             "object_lin_vel": vel,
         }
+
+    def progress(self, w: int = 0) -> ProgressReading:
+        """How far world ``w``'s episode has got with its first presented object (the
+        hands' distance to it, the hand parts touching it, over its bin or not)."""
+        if self._probe is None:
+            self._probe = ProgressProbe(self.scene.model, self.embodiment)
+        k = int(self.chosen[w, 0])
+        b = int(self.assigned_bin[k])
+        pos = self.object_states()[0][w, 0]
+        bins = self._bins
+        return self._probe.read(
+            self.physics,
+            w,
+            int(self._geometry.geoms[k]),
+            pos,
+            bins.centre[b],
+            bins.inv_rot[b],
+            bins.half[b],
+        )
 
     def instruction(self, w: int) -> str:
         task = self.scene.task
