@@ -7,6 +7,7 @@ import sys
 import typer
 
 from r2s2r import __version__
+from r2s2r.cli.bench import app as bench_app
 from r2s2r.cli.dataset import app as dataset_app
 from r2s2r.cli.deploy import app as deploy_app
 from r2s2r.cli.eval import evaluate
@@ -37,6 +38,7 @@ app.add_typer(policy_app, name="policy")
 app.add_typer(deploy_app, name="deploy")
 app.add_typer(runtime_app, name="runtime")
 app.add_typer(study_app, name="study")
+app.add_typer(bench_app, name="bench")
 app.command("record")(record)
 app.command("generate")(generate)
 app.command("serve")(serve)

@@ -1,6 +1,6 @@
 """The policy's configuration: the model preset (``PolicyCfg``) and where presets come from.
 
-A preset is a named ``PolicyCfg`` in ``presets/policy/<name>.yaml`` (``tiny``, ``500m``,
+A preset is a named ``PolicyCfg`` in ``presets/policy/<name>.yaml`` (``tiny``, ``cpu``, ``500m``,
 ``2b``); a user's ``config/policy/<name>.yaml`` overrides it, and a path to a YAML file works
 wherever a name does. Nothing here imports torch.
 """
@@ -17,7 +17,7 @@ from r2s2r.spec import Spec, SpecError
 from r2s2r.spec.base import PosInt
 
 # The presets shipped with the package, in size order.
-POLICY_PRESETS = ("tiny", "500m", "2b")
+POLICY_PRESETS = ("tiny", "cpu", "500m", "2b")
 # How the policy represents an arm's TCP target inside the model: in the cell frame, or
 # relative to the arm's current TCP pose; rotations as the first two columns of the
 # rotation matrix (6D, continuous) either way.

@@ -1,0 +1,262 @@
+"""The learning benchmark: does a policy trained here do the task on instances it never saw?
+
+``run(request)`` records ``demos`` scripted-operator demonstrations of random nominal
+instances on the twin (each its own instance, all in the one hidden cell of ``seed``), plus
+a few held out for the validation loss; trains the CPU recipe on them; evaluates the run on
+``trials`` nominal instances none of the demonstrations used; and returns success with its
+Wilson interval, the funnel, training samples/s and the wall time of every stage. Every
+stage is resumable: rerunning the same request continues where it stopped.
+
+Instances are named by twin seeds: a twin seeded ``s`` presents instance ``s`` first (its
+object, lateral offset, yaw and belt speed), so a demonstration recorded alone at seed ``s``
+and a trial of seed ``s`` meet the same instance. ``--seed`` moves the hidden cell, the
+demonstration instances and the trial list together: any seed is a fresh test.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from r2s2r.app.jobs import Cancel, ProgressFn, RequestError, report
+from r2s2r.spec import Spec
+from r2s2r.spec.base import NonNegInt, PosInt
+
+# Trial and demonstration seeds are drawn from [0, SEED_SPACE) (the protocols' range).
+SEED_SPACE = 1_000_000
+RESULT_FILE = "learning.json"
+# The streams of the benchmark seed that the demonstrations' and the trials' instances come
+# from.
+DEMO_STREAM, TRIAL_STREAM = 0xDE305, 0x7E57
+
+
+class LearningRequest(Spec):
+    """One learning benchmark: how many demonstrations and trials, which seed, which recipe."""
+
+    out: Path
+    demos: PosInt = 50
+    # Demonstrations held out of training, for the validation loss (recorded like the rest).
+    val_demos: NonNegInt = 4
+    trials: PosInt = 50
+    seed: NonNegInt = 0
+    # The policy preset (a name or a YAML path) and its training recipe.
+    preset: str = "cpu"
+    steps: PosInt = 20_000
+    batch_size: PosInt = 32
+    lr: float = 2e-3
+    final_lr: float = 1e-4
+    warmup: NonNegInt = 200
+    # The views' size, px: recorded and evaluated at it.
+    image_size: PosInt = 64
+    # How the runtime joins chunks in the trials, and the trial length limit.
+    execution: str = "sync"
+    exec_horizon: PosInt = 40
+    delay_periods: NonNegInt = 0
+    max_seconds: float = 20.0
+    # Data-loading processes of the training run.
+    workers: NonNegInt = 1
+    # Where decoded frames are cached (None: $R2S2R_CACHE_DIR, else ~/.cache/r2s2r/frames).
+    cache_dir: Path | None = None
+
+
+def draw_seeds(seed: int, stream: int, count: int, exclude: set[int] | None = None) -> list[int]:
+    """``count`` distinct twin seeds from stream ``stream`` of ``seed``, none in ``exclude``."""
+    rng = np.random.default_rng([seed, stream])
+    taken = set(exclude or ())
+    out: list[int] = []
+    while len(out) < count:
+        s = int(rng.integers(SEED_SPACE))
+        if s not in taken:
+            taken.add(s)
+            out.append(s)
+    return out
+
+
+def split_instances(seed: int, demos: int, trials: int) -> tuple[list[int], list[int]]:
+    """(demonstration instances, trial instances) of benchmark seed ``seed``: disjoint, and
+    neither holds ``seed`` itself (the instance a twin of the cell's seed presents first)."""
+    demo_seeds = draw_seeds(seed, DEMO_STREAM, demos, exclude={seed})
+    return demo_seeds, draw_seeds(seed, TRIAL_STREAM, trials, exclude={seed, *demo_seeds})
+
+
+def _commit() -> str:
+    try:
+        done = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            cwd=Path(__file__).parent,
+            timeout=10,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return done.stdout.strip() or "unknown"
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were measured on."""
+    import os
+
+    return {
+        "cpu": platform.processor() or platform.machine(),
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "commit": _commit(),
+    }
+
+
+def run(
+    request: LearningRequest, progress: ProgressFn | None = None, cancel: Cancel | None = None
+) -> dict[str, Any]:
+    """Record, train, evaluate (each skipped where already done); the summary, also written
+    to ``OUT/learning.json``."""
+    from r2s2r.app.evaluate import EvalRequest
+    from r2s2r.app.evaluate import evaluate as run_eval
+    from r2s2r.app.record import RecordRequest
+    from r2s2r.app.record import record as run_record
+    from r2s2r.app.train import train as run_train
+    from r2s2r.data import Dataset
+    from r2s2r.eval.funnel import funnel_counts
+    from r2s2r.eval.stats import wilson_interval
+    from r2s2r.policy import checkpoint as ckpt
+    from r2s2r.policy.train import TrainCfg, read_metrics
+    from r2s2r.runtime import RuntimeCfg
+
+    out = Path(request.out)
+    out.mkdir(parents=True, exist_ok=True)
+    saved = out / "request.json"
+    if saved.is_file():
+        before = LearningRequest.from_dict(json.loads(saved.read_text()), source=str(saved))
+        if before != request:
+            raise RequestError(
+                f"{out}: holds a learning benchmark of other settings ({saved}); rerun it with "
+                "the same options to continue, or choose another --out"
+            )
+    else:
+        saved.write_text(json.dumps(request.model_dump(mode="json"), indent=1))
+    wall: dict[str, float] = {}
+    seed = request.seed
+    # The hidden cell is the seed's; demonstrations and trials meet distinct instances.
+    demos, trials = split_instances(seed, request.demos + request.val_demos, request.trials)
+    data = out / "demos"
+
+    # 1. Record: one take per instance (its seed names the instance), appended in order.
+    t0 = time.perf_counter()
+    have = Dataset(data).num_episodes if (data / "meta" / "info.json").is_file() else 0
+    for k in range(have, len(demos)):
+        if cancel is not None and cancel.cancelled:
+            raise RequestError("cancelled while recording")
+        report(progress, "record", k, len(demos))
+        run_record(
+            RecordRequest(
+                out=data,
+                episodes=1,
+                seed=demos[k],
+                cell=seed,
+                image_size=request.image_size,
+                lossless=True,
+            )
+        )
+    report(progress, "record", len(demos), len(demos))
+    wall["record_s"] = time.perf_counter() - t0
+    recorded = Dataset(data)
+    successful = sum(bool(e.get("success")) for e in recorded.episodes[: request.demos])
+
+    # 2. Train the recipe on the first ``demos`` episodes, the rest held out.
+    t0 = time.perf_counter()
+    run_dir = out / "run"
+    cfg = TrainCfg.from_dict(
+        {
+            "preset": request.preset,
+            "real": data,
+            "only_successful": True,
+            "val_episodes": request.val_demos,
+            "val_every": max(1, request.steps // 10),
+            "steps": request.steps,
+            "batch_size": request.batch_size,
+            "lr": request.lr,
+            "final_lr": request.final_lr,
+            "warmup_steps": request.warmup,
+            "workers": request.workers,
+            "seed": seed,
+            "log_every": 100,
+            "save_every": max(1, request.steps // 10),
+            "cache_dir": request.cache_dir,
+        },
+        source="learning benchmark",
+    )
+    last = ckpt.latest_checkpoint(run_dir)
+    if last is None or ckpt.load_checkpoint(last, optimizer=False).step < request.steps:
+        result = run_train(cfg, run_dir, resume=last is not None, progress=progress, cancel=cancel)
+        if not result.finished:
+            raise RequestError(f"training stopped at step {result.step}; rerun to continue")
+    wall["train_s"] = time.perf_counter() - t0
+    metrics = read_metrics(run_dir)
+    rates = [m["samples_per_s"] for m in metrics if m.get("samples_per_s")]
+    vals = [m for m in metrics if m.get("val_loss") is not None]
+
+    # 3. Evaluate on the unseen instances, in the same hidden cell.
+    t0 = time.perf_counter()
+    protocol = out / "unseen.yaml"
+    protocol.write_text(
+        f"name: unseen\ntrials: {{nominal: {len(trials)}}}\nseeds: {json.dumps(trials)}\n"
+        "description: nominal instances no demonstration of the run used\n"
+    )
+    evaluated = run_eval(
+        EvalRequest(
+            out=out / "eval",
+            policy=str(run_dir),
+            cell=seed,
+            noise_seed=seed,
+            protocol=str(protocol),
+            runtime=RuntimeCfg(
+                execution=request.execution,  # type: ignore[arg-type]  # Checked by RuntimeCfg.
+                exec_horizon=request.exec_horizon,
+                delay_periods=request.delay_periods,
+                max_s=request.max_seconds,
+            ),
+            video="none",
+            image_size=request.image_size,
+            device="cpu",
+        ),
+        progress=progress,
+        cancel=cancel,
+    )
+    wall["eval_s"] = time.perf_counter() - t0
+    records = evaluated.records
+    wins = sum(r.success for r in records)
+    low, high = wilson_interval(wins, len(records)) if records else (0.0, 1.0)
+    summary = {
+        "question": "success on nominal instances no demonstration used",
+        "seed": seed,
+        "demos": request.demos,
+        "demos_successful": successful,
+        "val_demos": request.val_demos,
+        "preset": request.preset,
+        "steps": request.steps,
+        "batch_size": request.batch_size,
+        "trials": len(records),
+        "sorted": wins,
+        "success_rate": wins / len(records) if records else None,
+        "wilson_95": [low, high],
+        "funnel": funnel_counts(r.stage for r in records),
+        "outcomes": {o: sum(r.outcome == o for r in records) for o in {r.outcome for r in records}},
+        "rejected_chunks": sum(r.rejected_chunks or 0 for r in records),
+        "did_not_act": sum(r.did_not_act for r in records),
+        "train_samples_per_s": float(np.median(rates)) if rates else None,
+        "final_loss": metrics[-1]["loss"] if metrics else None,
+        "val_loss": vals[-1]["val_loss"] if vals else None,
+        "val_pos_mm": vals[-1]["val_pos_mm"] if vals else None,
+        "wall_s": wall,
+        "machine": machine(),
+        "finished": evaluated.finished,
+        "out": str(out),
+    }
+    (out / RESULT_FILE).write_text(json.dumps(summary, indent=1))
+    return summary

@@ -1,0 +1,106 @@
+"""``r2s2r bench``: benchmarks that span stages (``learning``: record, train, evaluate)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from tqdm import tqdm
+
+from r2s2r.app.jobs import Progress, ProgressFn
+from r2s2r.cli.train import require_policy_extra
+
+app = typer.Typer(no_args_is_help=True, help="Benchmarks that span stages.")
+
+
+@contextmanager
+def stage_bars() -> Iterator[ProgressFn]:
+    """A progress callback that shows one tqdm bar per stage, a new one when the stage
+    changes."""
+    bars: dict[str, tqdm] = {}
+
+    def show(p: Progress) -> None:
+        bar = bars.get(p.stage)
+        if bar is None:
+            for old in bars.values():
+                old.close()
+            bar = bars[p.stage] = tqdm(total=p.total, desc=p.stage)
+        bar.update(p.done - bar.n)
+        if p.message:
+            bar.set_postfix_str(p.message)
+
+    try:
+        yield show
+    finally:
+        for bar in bars.values():
+            bar.close()
+
+
+@app.command("learning")
+def learning(
+    out: Annotated[Path, typer.Option("--out", help="benchmark folder (created or continued)")],
+    demos: Annotated[int, typer.Option("--demos", min=1, help="training demonstrations")] = 50,
+    trials: Annotated[
+        int, typer.Option("--trials", min=1, help="nominal trials on unseen instances")
+    ] = 50,
+    seed: Annotated[
+        int,
+        typer.Option(
+            "--seed", min=0, help="the twin's hidden cell, the demo instances and the trials"
+        ),
+    ] = 0,
+    preset: Annotated[str, typer.Option("--preset", help="policy preset or YAML")] = "cpu",
+    steps: Annotated[int, typer.Option("--steps", min=1, help="training steps")] = 20_000,
+    batch_size: Annotated[int, typer.Option("--batch-size", min=1)] = 32,
+    val_demos: Annotated[
+        int, typer.Option("--val-demos", min=0, help="demonstrations held out for validation")
+    ] = 4,
+    cache_dir: Annotated[
+        Path | None, typer.Option("--cache-dir", help="decoded-frame cache (reused across runs)")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
+) -> None:
+    """Record DEMOS scripted demonstrations of random nominal instances on the twin, train
+    the CPU recipe on them and evaluate it on TRIALS instances none of them used: success
+    with its Wilson interval, the funnel, training samples/s and each stage's wall time
+    (OUT/learning.json). Rerun the same command to continue after a stop."""
+    require_policy_extra()
+    from r2s2r.app.jobs import RequestError
+    from r2s2r.app.learning import LearningRequest, run
+
+    logging.basicConfig(level=logging.WARNING)
+    request = LearningRequest(
+        out=out,
+        demos=demos,
+        trials=trials,
+        seed=seed,
+        preset=preset,
+        steps=steps,
+        batch_size=batch_size,
+        val_demos=val_demos,
+        cache_dir=cache_dir,
+    )
+    try:
+        with stage_bars() as show:
+            summary = run(request, show)
+    except RequestError as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(2) from err
+    if as_json:
+        typer.echo(json.dumps(summary, indent=2))
+        return
+    low, high = summary["wilson_95"]
+    typer.echo(
+        f"seed {seed}: {summary['sorted']}/{summary['trials']} unseen nominal instances sorted "
+        f"(95% Wilson [{100 * low:.0f}%, {100 * high:.0f}%]) after {demos} demos"
+    )
+    funnel = summary["funnel"] or {}
+    typer.echo("funnel: " + ", ".join(f"{k} {v}" for k, v in funnel.items()))
+    rate = summary["train_samples_per_s"]
+    typer.echo(f"training: {rate:.0f} samples/s" if rate else "training: -")
+    typer.echo("wall: " + ", ".join(f"{k} {v:.0f}" for k, v in summary["wall_s"].items()))
