@@ -28,7 +28,7 @@ pytestmark = [pytest.mark.learning, pytest.mark.timeout(3600)]
 SEED = 7
 OPERATORS = (7, 21, 22, 23)
 TRIALS, MIN_SORTED = 4, 2
-PRESET = Path(__file__).parent / "presets" / "tiny_closed_loop.yaml"
+PRESET = "tiny_closed_loop"
 
 
 def r2s2r(*args: str | Path) -> str:

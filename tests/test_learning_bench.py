@@ -13,7 +13,7 @@ from r2s2r.app.jobs import RequestError
 from r2s2r.app.learning import LearningRequest, run, split_instances
 from r2s2r.data import Dataset
 
-PRESET = Path(__file__).parent / "presets" / "tiny_closed_loop.yaml"
+PRESET = "tiny_closed_loop"
 
 
 @pytest.mark.parametrize("seed", [0, 1, 7, 12345])
@@ -41,7 +41,7 @@ def test_a_small_benchmark_runs_end_to_end_and_continues(tmp_path: Path) -> None
         val_demos=1,
         trials=2,
         seed=3,
-        preset=str(PRESET),
+        preset=PRESET,
         steps=4,
         batch_size=4,
         warmup=1,

@@ -38,6 +38,9 @@ class EvalRequest(Spec):
     config: Path | None = None
     # The twin's hidden cell hosting every trial (None: each trial seed's own cell).
     cell: int | None = None
+    # A training run's own training instances ("train": the protocol's name, --trials of
+    # them) or the protocol's trials with none of them ("unseen"); None: the protocol as is.
+    instances: Literal["train", "unseen"] | None = None
     # A learned policy's flow noise: None, one fixed draw for every trial; N, each trial's
     # own draw from N and the trial's index (the same trial gets the same draw every time).
     noise_seed: NonNegInt | None = None
@@ -104,6 +107,25 @@ def check_request(request: EvalRequest) -> None:
         )
 
 
+def _instances_protocol(request: EvalRequest, protocol: Any) -> Any:
+    """The protocol of ``request.instances`` for its training run (``RequestError`` where the
+    policy is not one, or its instances cannot be named)."""
+    from r2s2r.eval.instances import InstanceError, instance_protocol, training_instances
+
+    if request.policy in (None, "scripted", "planned") or request.rig != "twin":
+        raise RequestError(
+            f"--instances {request.instances}: needs a training run (--policy RUN) on the twin"
+        )
+    assert request.policy is not None
+    try:
+        trained = training_instances(Path(request.policy))
+        return instance_protocol(
+            request.instances or "unseen", protocol, request.seed, trained, request.trials
+        )
+    except InstanceError as err:
+        raise RequestError(str(err)) from err
+
+
 def evaluate(
     request: EvalRequest,
     progress: ProgressFn | None = None,
@@ -125,19 +147,24 @@ def evaluate(
     if request.rig == "hardware" and keys is None:
         raise RequestError("--rig hardware needs a key source: the operator judges each trial")
     protocol = load_protocol(request.protocol)
+    trials = request.trials
+    if request.instances is not None:
+        protocol = _instances_protocol(request, protocol)
+        trials = None if request.instances == "train" else trials
     # The hardware rig keeps every trial's video: the operator's verdict can be checked.
     video = "all" if request.rig == "hardware" else request.video
     setup = EvalSetup(
         out=request.out,
         protocol=protocol,
         protocol_seed=request.seed,
-        trials=request.trials,
+        trials=trials,
         rig=request.rig,
         runtime=request.runtime,
         video=video,
         cell=request.cell if request.rig == "twin" else None,
         workers=request.workers,
         ray=request.ray,
+        instances=request.instances,
     )
     # Workers open the policy where they run (a Ray worker's folder is not this one's).
     named = request.policy

@@ -59,8 +59,10 @@ class LearningRequest(Spec):
     exec_horizon: PosInt = 40
     delay_periods: NonNegInt = 0
     max_seconds: float = 20.0
-    # Data-loading processes of the training run.
+    # Data-loading processes of each training process, and data-parallel training
+    # processes (gloo on the CPU), each taking batch_size / processes samples per step.
     workers: NonNegInt = 1
+    processes: PosInt = 1
     # Where decoded frames are cached (None: $R2S2R_CACHE_DIR, else ~/.cache/r2s2r/frames).
     cache_dir: Path | None = None
 
@@ -111,6 +113,62 @@ def machine() -> dict[str, Any]:
     }
 
 
+def _train(
+    request: LearningRequest,
+    data: Path,
+    run_dir: Path,
+    resume: bool,
+    progress: ProgressFn | None,
+    cancel: Cancel | None,
+) -> None:
+    """Train the request's recipe into ``run_dir`` in its own process(es), reporting its
+    progress from the run's metrics; a ``RequestError`` where it fails or is cancelled."""
+    from r2s2r.app.train_process import TrainingProcess, TrainLaunch
+    from r2s2r.policy.train import read_metrics
+
+    if request.batch_size % request.processes:
+        raise RequestError(
+            f"batch size {request.batch_size} does not split over {request.processes} processes"
+        )
+    launch = TrainLaunch(
+        out=run_dir,
+        preset=request.preset,
+        real=data,
+        only_successful=True,
+        val_episodes=request.val_demos,
+        val_every=max(1, request.steps // 10),
+        steps=request.steps,
+        batch_size=request.batch_size // request.processes,
+        lr=request.lr,
+        final_lr=request.final_lr,
+        warmup=request.warmup,
+        workers=request.workers,
+        log_every=100,
+        save_every=max(1, request.steps // 10),
+        device="cpu",
+        seed=request.seed,
+        cache_dir=request.cache_dir,
+        processes=request.processes,
+        resume=resume,
+    )
+    proc = TrainingProcess(launch, own_session=False)
+    try:
+        while proc.poll() is None:
+            if cancel is not None and cancel.cancelled:
+                proc.stop()
+                raise RequestError("training cancelled; rerun to continue")
+            rows = read_metrics(run_dir)
+            if rows:
+                text = f"loss={rows[-1]['loss']:.4g}, samples/s={rows[-1]['samples_per_s']:.0f}"
+                report(progress, "train", int(rows[-1]["step"]), request.steps, text)
+            time.sleep(2.0)
+    finally:
+        if proc.poll() is None:
+            proc.stop()
+    if proc.wait() != 0:
+        raise RequestError(f"training failed: {proc.failure() or proc.log_tail()}")
+
+
 def run(
     request: LearningRequest, progress: ProgressFn | None = None, cancel: Cancel | None = None
 ) -> dict[str, Any]:
@@ -120,12 +178,11 @@ def run(
     from r2s2r.app.evaluate import evaluate as run_eval
     from r2s2r.app.record import RecordRequest
     from r2s2r.app.record import record as run_record
-    from r2s2r.app.train import train as run_train
     from r2s2r.data import Dataset
     from r2s2r.eval.funnel import funnel_counts
     from r2s2r.eval.stats import wilson_interval
     from r2s2r.policy import checkpoint as ckpt
-    from r2s2r.policy.train import TrainCfg, read_metrics
+    from r2s2r.policy.train import read_metrics
     from r2s2r.runtime import RuntimeCfg
 
     out = Path(request.out)
@@ -168,34 +225,13 @@ def run(
     recorded = Dataset(data)
     successful = sum(bool(e.get("success")) for e in recorded.episodes[: request.demos])
 
-    # 2. Train the recipe on the first ``demos`` episodes, the rest held out.
+    # 2. Train the recipe on the first ``demos`` episodes, the rest held out, in a process
+    # of its own (``processes`` data-parallel ones, each a share of the batch).
     t0 = time.perf_counter()
     run_dir = out / "run"
-    cfg = TrainCfg.from_dict(
-        {
-            "preset": request.preset,
-            "real": data,
-            "only_successful": True,
-            "val_episodes": request.val_demos,
-            "val_every": max(1, request.steps // 10),
-            "steps": request.steps,
-            "batch_size": request.batch_size,
-            "lr": request.lr,
-            "final_lr": request.final_lr,
-            "warmup_steps": request.warmup,
-            "workers": request.workers,
-            "seed": seed,
-            "log_every": 100,
-            "save_every": max(1, request.steps // 10),
-            "cache_dir": request.cache_dir,
-        },
-        source="learning benchmark",
-    )
     last = ckpt.latest_checkpoint(run_dir)
     if last is None or ckpt.load_checkpoint(last, optimizer=False).step < request.steps:
-        result = run_train(cfg, run_dir, resume=last is not None, progress=progress, cancel=cancel)
-        if not result.finished:
-            raise RequestError(f"training stopped at step {result.step}; rerun to continue")
+        _train(request, data, run_dir, resume=last is not None, progress=progress, cancel=cancel)
     wall["train_s"] = time.perf_counter() - t0
     metrics = read_metrics(run_dir)
     rates = [m["samples_per_s"] for m in metrics if m.get("samples_per_s")]
@@ -215,6 +251,7 @@ def run(
             cell=seed,
             noise_seed=seed,
             protocol=str(protocol),
+            instances="unseen",
             runtime=RuntimeCfg(
                 execution=request.execution,  # type: ignore[arg-type]  # Checked by RuntimeCfg.
                 exec_horizon=request.exec_horizon,

@@ -30,6 +30,10 @@ class TrainLaunch(Spec):
     real: Path | None = None
     # Train on the real dataset's first N episodes (None: all).
     real_episodes: int | None = None
+    # Train on the successful real episodes only; hold the last N out for validation.
+    only_successful: bool = False
+    val_episodes: int = 0
+    val_every: int = 500
     sims: tuple[Path, ...] = ()
     # Share of each batch from real data (None: the CLI's default).
     alpha: float | None = None
@@ -80,6 +84,10 @@ class TrainLaunch(Spec):
             cmd += ["--real", str(self.real)]
         if self.real_episodes is not None:
             cmd += ["--real-episodes", str(self.real_episodes)]
+        if self.only_successful:
+            cmd.append("--only-successful")
+        if self.val_episodes:
+            cmd += ["--val-episodes", str(self.val_episodes), "--val-every", str(self.val_every)]
         for sim in self.sims:
             cmd += ["--sim", str(sim)]
         if self.alpha is not None:

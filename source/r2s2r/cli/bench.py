@@ -60,6 +60,10 @@ def learning(
     val_demos: Annotated[
         int, typer.Option("--val-demos", min=0, help="demonstrations held out for validation")
     ] = 4,
+    processes: Annotated[
+        int,
+        typer.Option("--processes", min=1, help="data-parallel training processes (gloo on a CPU)"),
+    ] = 1,
     cache_dir: Annotated[
         Path | None, typer.Option("--cache-dir", help="decoded-frame cache (reused across runs)")
     ] = None,
@@ -83,6 +87,7 @@ def learning(
         steps=steps,
         batch_size=batch_size,
         val_demos=val_demos,
+        processes=processes,
         cache_dir=cache_dir,
     )
     try:

@@ -39,6 +39,14 @@ def evaluate(
     ] = None,
     seed: Annotated[int, typer.Option("--seed", min=0, help="the protocol seed")] = 0,
     cell: CellOpt = None,
+    instances: Annotated[
+        str | None,
+        typer.Option(
+            "--instances",
+            help="a training run's own training instances ('train') or the protocol's trials "
+            "with none of them ('unseen'); said in eval.json",
+        ),
+    ] = None,
     noise_seed: Annotated[
         int | None,
         typer.Option(
@@ -108,6 +116,7 @@ def evaluate(
         "trials": trials,
         "seed": seed,
         "cell": cell,
+        "instances": instances,
         "noise_seed": noise_seed,
         "runtime": runtime,
         "video": video,

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from r2s2r.cli.train_bench import bench
+from r2s2r.cli.train_bench import bench, speed
 
 app = typer.Typer(
     invoke_without_command=True,
@@ -153,3 +153,4 @@ def train(
 
 
 app.command("bench")(bench)
+app.command("speed")(speed)

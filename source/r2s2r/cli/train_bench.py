@@ -46,3 +46,29 @@ def bench(
         typer.echo(f"  {'over LeRobot':40s} {result['over_lerobot']:9.1f}x")
     else:
         typer.echo("  LeRobot's loader: not measured (no .venv-lerobot; make lerobot-venv)")
+
+
+def speed(
+    data: Annotated[Path, typer.Option("--data", help="dataset folder (64 px views)")],
+    steps: Annotated[int, typer.Option(min=20, help="steps each recipe trains per round")] = 300,
+    rounds: Annotated[int, typer.Option(min=1, help="rounds; the recipes take turns")] = 2,
+    cache_dir: Annotated[
+        Path | None, typer.Option("--cache-dir", help="decoded-frame cache (reused across runs)")
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """Training samples/s of the CPU recipe (preset cpu, two gloo processes) against the
+    closed-loop check's recipe (preset tiny_closed_loop, one process), in the same run."""
+    from r2s2r.app.train_speed import BASELINE, CPU_RECIPE, measure
+    from r2s2r.cli.progress import progress_bar
+
+    with progress_bar(rounds * 2, "train speed", "run") as show:
+        result = measure(data, [BASELINE, CPU_RECIPE], steps, rounds, cache_dir, show)
+    if json_out:
+        typer.echo(json.dumps(result, indent=2))
+        return
+    for r in result["recipes"]:
+        typer.echo(
+            f"  {r['label']:24s} {r['samples_per_s']:8.1f} samples/s  {r['over_first']:5.2f}x  "
+            f"(preset {r['preset']}, batch {r['batch_size']}, {r['processes']} process(es))"
+        )

@@ -78,6 +78,7 @@ def policy_progress(log: TrialLog) -> dict[str, Any]:
     records = log.records
     counted = [r for r in records if r.chunks is not None]
     return {
+        "instances": log.info.instances,
         "funnel": funnel_counts(r.stage for r in records),
         "chunks": sum(r.chunks or 0 for r in counted) if counted else None,
         "rejected_chunks": sum(r.rejected_chunks or 0 for r in counted) if counted else None,
@@ -97,10 +98,18 @@ def format_funnel(data: dict[str, Any]) -> str:
         chunks = p.get("chunks")
         cells.append(f"{p['rejected_chunks']}/{chunks}" if chunks else "-")
         row = f"{p['label']:{width}s}" + "".join(f" {c:>9s}" for c in cells)
+        if p.get("instances"):
+            row += f"  {p['instances']} instances"
         if p.get("did_not_act") and len(p["did_not_act"]) == p["trials_logged"]:
             row += "  did not act"
         lines.append(row)
     return "\n".join(lines)
+
+
+def _with_instances(p: dict[str, Any]) -> str:
+    """A policy's label, saying whether its trials were its training instances or unseen."""
+    kind = p.get("instances")
+    return p["label"] + ("" if kind is None else f" ({kind} instances)")
 
 
 def _funnel_html(data: dict[str, Any]) -> str:
@@ -116,7 +125,7 @@ def _funnel_html(data: dict[str, Any]) -> str:
             n, total = len(p["did_not_act"]), p["trials_logged"]
             flag = "did not act" if n == total else f"did not act in {n} of {total} trials"
         rows.append(
-            f"<tr><td class=l>{escape(p['label'])}</td><td>{p['trials_logged']}</td>{cells}"
+            f"<tr><td class=l>{escape(_with_instances(p))}</td><td>{p['trials_logged']}</td>{cells}"
             f"<td>{rejected}</td><td class=l>{escape(flag)}</td></tr>"
         )
     return (

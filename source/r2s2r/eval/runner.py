@@ -86,6 +86,9 @@ class EvalSetup:
     # ``ray``, Ray tasks on that cluster (``r2s2r.scaleout``). The outcomes are the same.
     workers: int = 1
     ray: str | None = None
+    # The trials against the policy's training data ("train", "unseen"; None: not checked),
+    # as eval.json says (``r2s2r.eval.instances`` makes such protocols).
+    instances: str | None = None
 
     @property
     def scaled_out(self) -> bool:
@@ -262,6 +265,7 @@ def evaluate(
         runtime=setup.runtime.model_dump(mode="json"),
         version=__version__,
         cell=setup.cell,
+        instances=setup.instances,
     )
     before = _existing(out, info, full)
     if before is not None:
@@ -333,7 +337,7 @@ def _existing(out: Path, info: EvalInfo, full: tuple[Trial, ...]) -> TrialLog | 
         return None
     before = read_trials(out)
     old = before.info
-    for name in ("protocol", "protocol_seed", "rig", "cell", "policy", "runtime"):
+    for name in ("protocol", "protocol_seed", "rig", "cell", "instances", "policy", "runtime"):
         was, now = getattr(old, name), getattr(info, name)
         if was != now:
             raise EvalError(

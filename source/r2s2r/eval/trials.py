@@ -20,6 +20,9 @@ from typing import Any
 
 from r2s2r.eval.funnel import NO_STAGE, STAGES
 
+# What an evaluation's trials are against the policy's training data (``r2s2r.eval.instances``).
+INSTANCE_KINDS = ("train", "unseen")
+
 log = logging.getLogger("r2s2r.eval")
 
 EVAL_JSON = "eval.json"
@@ -280,6 +283,9 @@ class EvalInfo:
     version: str = ""
     # The twin's hidden cell, where one cell hosts every trial (None: each trial seed's own).
     cell: int | None = None
+    # The trials against the policy's training data: "train" (its own training instances),
+    # "unseen" (none of them), None (not checked).
+    instances: str | None = None
 
     def __post_init__(self) -> None:
         _checked_info(self.to_json(), "eval info")
@@ -310,6 +316,7 @@ def _checked_info(data: Any, where: str) -> dict[str, Any]:
         "version": _get(data, "version", str, where),
         # Logs from before the field: each trial on its seed's own cell.
         "cell": _get(data, "cell", (int, type(None)), where) if "cell" in data else None,
+        "instances": _choice(data.get("instances"), "instances", (*INSTANCE_KINDS, None), where),
     }
 
 

@@ -87,6 +87,10 @@ class PolicyCfg(Spec):
     # Camera views the model can take (the size of its learned view embedding); a batch
     # carries up to this many.
     max_views: PosInt = 4
+    # Each view's patch tokens average-pooled to a grid of this side before the policy
+    # transformer (None: one token per patch). Fewer tokens make the observation transformer
+    # and the action transformer's cross-attention cheaper.
+    view_grid: PosInt | None = None
     # Tokens the proprio history is resampled into, and the cross-attention layers of each
     # resampler (task tokens from the text features, proprio tokens from the history).
     proprio_tokens: PosInt = 4
@@ -103,6 +107,12 @@ class PolicyCfg(Spec):
             raise ValueError(f"width {self.width} is not a multiple of heads {self.heads}")
         if self.image_size % 16:
             raise ValueError(f"image_size {self.image_size} is not a multiple of the 16 px patch")
+        patches = self.image_size // 16
+        if self.view_grid is not None and patches % self.view_grid:
+            raise ValueError(
+                f"view_grid {self.view_grid} does not divide the {patches} x {patches} patches "
+                f"of a {self.image_size} px view"
+            )
         return self
 
 

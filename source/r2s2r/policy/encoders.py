@@ -75,14 +75,22 @@ def lora_pattern(depth: int, blocks: int) -> str:
 
 class ImageEncoder(nn.Module):
     """Views (B, V, 3, s, s) uint8 -> tokens (B, V * (1 + N), width): the CLS and N patch
-    tokens of each view from the backbone (frozen with LoRA trainable, or trained whole:
+    tokens (average-pooled to a ``grid`` x ``grid`` grid, where given) of each view from the
+    backbone (frozen with LoRA trainable, or trained whole:
     ``BackboneCfg.finetune``), projected, plus a learned view embedding and a learned
     token-position embedding."""
 
     mean: Tensor
     scale: Tensor
 
-    def __init__(self, cfg: BackboneCfg, image_size: int, width: int, max_views: int) -> None:
+    def __init__(
+        self,
+        cfg: BackboneCfg,
+        image_size: int,
+        width: int,
+        max_views: int,
+        grid: int | None = None,
+    ) -> None:
         super().__init__()
         weights = check_weights(cfg.weights, "backbone.weights", BACKBONE_HINT)
         kwargs: dict[str, Any] = dict(cfg.overrides, img_size=image_size, num_classes=0)
@@ -122,7 +130,10 @@ class ImageEncoder(nn.Module):
             )
             self.vit = peft.inject_adapter_in_model(lora, vit)
         self.prefix = int(vit.num_prefix_tokens)
-        self.patches = (image_size // 16) ** 2
+        # The patch grid's side, and the side it is pooled to (the same: no pooling).
+        self.side = image_size // 16
+        self.grid = grid or self.side
+        self.patches = self.grid**2
         mean = torch.tensor(vit.pretrained_cfg["mean"], dtype=torch.float32)
         std = torch.tensor(vit.pretrained_cfg["std"], dtype=torch.float32)
         self.register_buffer("mean", (mean * 255).view(1, 3, 1, 1), persistent=False)
@@ -142,7 +153,13 @@ class ImageEncoder(nn.Module):
         x = images.flatten(0, 1).float()
         x = (x - self.mean) * self.scale
         feats = self.vit.forward_features(x)  # (B*V, prefix + N, dim)
-        feats = torch.cat([feats[:, :1], feats[:, self.prefix :]], dim=1)
+        patches = feats[:, self.prefix :]
+        if self.grid != self.side:
+            n, s = patches.shape[0], self.side
+            square = patches.transpose(1, 2).reshape(n, -1, s, s)
+            pooled = nn.functional.adaptive_avg_pool2d(square, self.grid)
+            patches = pooled.flatten(2).transpose(1, 2)
+        feats = torch.cat([feats[:, :1], patches], dim=1)
         tokens = self.proj(feats) + self.pos_embed.to(feats.dtype)
         tokens = tokens.view(b, v, -1, tokens.shape[-1]) + self.view_embed[:v, None].to(feats.dtype)
         return tokens.flatten(1, 2)

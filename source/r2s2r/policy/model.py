@@ -86,7 +86,7 @@ class FlowMatchingPolicy(nn.Module):
         self.cfg = cfg
         self.num_embodiments = num_embodiments
         d, heads, ratio = cfg.width, cfg.heads, cfg.mlp_ratio
-        self.image = ImageEncoder(cfg.backbone, cfg.image_size, d, cfg.max_views)
+        self.image = ImageEncoder(cfg.backbone, cfg.image_size, d, cfg.max_views, cfg.view_grid)
         self.task = TaskEncoder(cfg.text, d, heads, cfg.resampler_layers, ratio)
         self.proprio = ProprioEncoder(
             num_embodiments, cfg.max_state_dim, cfg.state_history, d, heads,
