@@ -6,7 +6,7 @@ STAMP := $(VENV)/.r2s2r-installed
 export MUJOCO_GL ?= egl
 export PYOPENGL_PLATFORM ?= egl
 
-.PHONY: setup demo test test-slow bench lint format clean lerobot-venv studio studio-deps studio-bench isaaclab-setup test-isaaclab test-learning test-long
+.PHONY: setup demo test test-slow bench lint format docs clean lerobot-venv studio studio-deps studio-bench isaaclab-setup test-isaaclab test-learning test-long
 
 setup: $(STAMP)
 
@@ -82,14 +82,31 @@ studio-bench: $(STAMP)
 	QT_QPA_PLATFORM=offscreen $(BIN)/r2s2r-studio --bench 30 --json
 
 lint: $(STAMP)
-	$(BIN)/ruff check source tests tasks tools exts
-	$(BIN)/ruff format --check source tests tasks tools exts
+	$(BIN)/ruff check source tests tasks tools exts scripts
+	$(BIN)/ruff format --check source tests tasks tools exts scripts
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
 format: $(STAMP)
-	$(BIN)/ruff format source tests tasks tools exts
-	$(BIN)/ruff check --fix source tests tasks tools exts
+	$(BIN)/ruff format source tests tasks tools exts scripts
+	$(BIN)/ruff check --fix source tests tasks tools exts scripts
+
+# The documentation site (mkdocs.yml; mkdocs-material from the `docs` extra): the reference
+# pages generated from the commands' --help and the specs' JSON schema, the site built with
+# --strict (a broken link or anchor between pages fails it), then the built site's and the
+# README's links checked offline (scripts/check_links.py). Output in site/, not in git.
+DOCS_STAMP := $(VENV)/.r2s2r-docs-installed
+
+$(DOCS_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e ".[docs]"
+	@touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	@# Not --quiet: it hides the warnings that --strict counts, and the build then passes.
+	@# (mkdocs-material prints a notice about its successor unless told not to.)
+	$(BIN)/python scripts/docs_reference.py
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+	$(BIN)/python scripts/check_links.py
 
 # LeRobot's own dataset loader in its own venv, for `r2s2r train bench` to compare against:
 # lerobot 0.6.1 needs Python 3.12 (from PATH if it runs there, else pyenv's 3.12.1) and
@@ -156,4 +173,4 @@ test-isaaclab: $(ISAACLAB_STAMP)
 	$(ISAACLAB_BIN)/python -m pytest -q --durations=10 tests/isaaclab
 
 clean:
-	rm -rf $(VENV) $(ISAACLAB_VENV) outputs .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(ISAACLAB_VENV) outputs site .pytest_cache .mypy_cache .ruff_cache
