@@ -48,8 +48,13 @@ def test_a_small_benchmark_runs_end_to_end_and_continues(tmp_path: Path) -> None
         max_seconds=2.0,
         workers=0,
         cache_dir=tmp_path / "cache",
+        curve_every=2,
+        curve_trials=1,
     )
     summary = run(request)
+    # The learning curve: the checkpoints of steps 2 and 4, each on the first unseen trial.
+    assert [(p["step"], p["trials"]) for p in summary["curve"]] == [(2, 1), (4, 1)]
+    assert (tmp_path / "bench" / "curve.png").is_file()
     assert summary["trials"] == 2 and summary["finished"]
     assert summary["funnel"] is not None and set(summary["funnel"]) >= {"reached", "sorted"}
     assert summary["val_loss"] is not None and summary["train_samples_per_s"] > 0

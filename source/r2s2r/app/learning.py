@@ -65,6 +65,10 @@ class LearningRequest(Spec):
     processes: PosInt = 1
     # Where decoded frames are cached (None: $R2S2R_CACHE_DIR, else ~/.cache/r2s2r/frames).
     cache_dir: Path | None = None
+    # The learning curve from the one run: every ``curve_every`` steps (0: none) a checkpoint
+    # is kept and, after training, evaluated on the first ``curve_trials`` unseen trials.
+    curve_every: NonNegInt = 0
+    curve_trials: PosInt = 12
 
 
 def draw_seeds(seed: int, stream: int, count: int, exclude: set[int] | None = None) -> list[int]:
@@ -144,7 +148,8 @@ def _train(
         warmup=request.warmup,
         workers=request.workers,
         log_every=100,
-        save_every=max(1, request.steps // 10),
+        save_every=request.curve_every or max(1, request.steps // 10),
+        keep=request.steps // request.curve_every + 1 if request.curve_every else 2,
         device="cpu",
         seed=request.seed,
         cache_dir=request.cache_dir,
@@ -244,28 +249,54 @@ def run(
         f"name: unseen\ntrials: {{nominal: {len(trials)}}}\nseeds: {json.dumps(trials)}\n"
         "description: nominal instances no demonstration of the run used\n"
     )
-    evaluated = run_eval(
-        EvalRequest(
-            out=out / "eval",
-            policy=str(run_dir),
-            cell=seed,
-            noise_seed=seed,
-            protocol=str(protocol),
-            instances="unseen",
-            runtime=RuntimeCfg(
-                execution=request.execution,  # type: ignore[arg-type]  # Checked by RuntimeCfg.
-                exec_horizon=request.exec_horizon,
-                delay_periods=request.delay_periods,
-                max_s=request.max_seconds,
+
+    def trials_of(policy: Path, where: Path, count: int | None = None) -> Any:
+        return run_eval(
+            EvalRequest(
+                out=where,
+                policy=str(policy),
+                cell=seed,
+                noise_seed=seed,
+                protocol=str(protocol),
+                trials=count,
+                instances="unseen",
+                runtime=RuntimeCfg(
+                    execution=request.execution,  # type: ignore[arg-type]  # RuntimeCfg checks.
+                    exec_horizon=request.exec_horizon,
+                    delay_periods=request.delay_periods,
+                    max_s=request.max_seconds,
+                ),
+                video="none",
+                image_size=request.image_size,
+                device="cpu",
             ),
-            video="none",
-            image_size=request.image_size,
-            device="cpu",
-        ),
-        progress=progress,
-        cancel=cancel,
-    )
+            progress=progress,
+            cancel=cancel,
+        )
+
+    evaluated = trials_of(run_dir, out / "eval")
     wall["eval_s"] = time.perf_counter() - t0
+    curve = []
+    if request.curve_every:
+        t0 = time.perf_counter()
+        by_step = {int(m["step"]): m for m in metrics}
+        for folder in sorted((run_dir / ckpt.CHECKPOINTS).glob("step_*")):
+            step = int(folder.name.split("_")[1])
+            n = min(request.curve_trials, len(trials))
+            point = trials_of(folder, out / "curve" / folder.name, n)
+            row = by_step.get(step, {})
+            curve.append(
+                {
+                    "step": step,
+                    "trials": len(point.records),
+                    "sorted": point.successes,
+                    "funnel": funnel_counts(r.stage for r in point.records),
+                    "val_pos_mm": row.get("val_pos_mm"),
+                    "val_loss": row.get("val_loss"),
+                }
+            )
+        wall["curve_s"] = time.perf_counter() - t0
+        plot_curve(curve, out / "curve.png")
     records = evaluated.records
     wins = sum(r.success for r in records)
     low, high = wilson_interval(wins, len(records)) if records else (0.0, 1.0)
@@ -290,6 +321,7 @@ def run(
         "final_loss": metrics[-1]["loss"] if metrics else None,
         "val_loss": vals[-1]["val_loss"] if vals else None,
         "val_pos_mm": vals[-1]["val_pos_mm"] if vals else None,
+        "curve": curve,
         "wall_s": wall,
         "machine": machine(),
         "finished": evaluated.finished,
@@ -297,3 +329,34 @@ def run(
     }
     (out / RESULT_FILE).write_text(json.dumps(summary, indent=1))
     return summary
+
+
+def plot_curve(curve: list[dict[str, Any]], path: Path) -> None:
+    """Success and the funnel's first stages over training steps, and the validation chunk
+    error, from the one run's checkpoints."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7, 5))
+    ax, err = fig.subplots(2, 1, sharex=True)
+    steps = [c["step"] for c in curve]
+    for stage in ("reached", "grasped", "sorted"):
+        shares = [
+            (c["funnel"] or {}).get(stage, 0) / max(1, c["trials"]) if c["funnel"] else 0.0
+            for c in curve
+        ]
+        ax.plot(steps, shares, marker="o", label=stage)
+    ax.set_ylabel("share of unseen trials")
+    ax.set_ylim(0, 1)
+    ax.legend()
+    ax.grid(alpha=0.3)
+    mm = [(c["step"], c["val_pos_mm"]) for c in curve if c["val_pos_mm"] is not None]
+    if mm:
+        err.plot([m[0] for m in mm], [m[1] for m in mm], marker="o", color="tab:red")
+    err.set_ylabel("validation chunk TCP error (mm)")
+    err.set_xlabel("training step")
+    err.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)

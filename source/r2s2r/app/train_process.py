@@ -46,6 +46,8 @@ class TrainLaunch(Spec):
     workers: int = 2
     log_every: int = 10
     save_every: int = 1000
+    # Checkpoints kept (the newest ones).
+    keep: int = 2
     device: str = "auto"
     seed: int = 0
     augment: bool = True
@@ -79,6 +81,7 @@ class TrainLaunch(Spec):
         cmd += ["--batch-size", str(self.batch_size), "--lr", str(self.lr)]
         cmd += ["--warmup", str(self.warmup), "--workers", str(self.workers)]
         cmd += ["--log-every", str(self.log_every), "--save-every", str(self.save_every)]
+        cmd += ["--keep", str(self.keep)]
         cmd += ["--device", self.device, "--seed", str(self.seed)]
         if self.real is not None:
             cmd += ["--real", str(self.real)]

@@ -60,6 +60,17 @@ def learning(
     val_demos: Annotated[
         int, typer.Option("--val-demos", min=0, help="demonstrations held out for validation")
     ] = 4,
+    curve_every: Annotated[
+        int,
+        typer.Option(
+            "--curve-every",
+            min=0,
+            help="keep a checkpoint every N steps and evaluate each after training (0: none)",
+        ),
+    ] = 0,
+    curve_trials: Annotated[
+        int, typer.Option("--curve-trials", min=1, help="unseen trials per curve point")
+    ] = 12,
     processes: Annotated[
         int,
         typer.Option("--processes", min=1, help="data-parallel training processes (gloo on a CPU)"),
@@ -88,6 +99,8 @@ def learning(
         batch_size=batch_size,
         val_demos=val_demos,
         processes=processes,
+        curve_every=curve_every,
+        curve_trials=curve_trials,
         cache_dir=cache_dir,
     )
     try:
@@ -108,4 +121,6 @@ def learning(
     typer.echo("funnel: " + ", ".join(f"{k} {v}" for k, v in funnel.items()))
     rate = summary["train_samples_per_s"]
     typer.echo(f"training: {rate:.0f} samples/s" if rate else "training: -")
+    for point in summary["curve"]:
+        typer.echo(f"  step {point['step']:>6d}: {point['sorted']}/{point['trials']} sorted")
     typer.echo("wall: " + ", ".join(f"{k} {v:.0f}" for k, v in summary["wall_s"].items()))

@@ -82,6 +82,9 @@ def train(
     workers: Annotated[int, typer.Option("--workers", min=0, help="loader processes")] = 2,
     seed: Annotated[int, typer.Option("--seed")] = 0,
     save_every: Annotated[int, typer.Option("--save-every", min=1)] = 1000,
+    keep: Annotated[
+        int, typer.Option("--keep", min=1, help="checkpoints kept (the newest ones)")
+    ] = 2,
     log_every: Annotated[int, typer.Option("--log-every", min=1)] = 10,
     device: Annotated[str, typer.Option("--device", help="auto, cpu, cuda, cuda:N")] = "auto",
     no_augment: Annotated[bool, typer.Option("--no-augment", help="no image augmentation")] = False,
@@ -127,6 +130,7 @@ def train(
             "workers": workers,
             "seed": seed,
             "save_every": save_every,
+            "keep": keep,
             "log_every": log_every,
             "device": device,
             "augment": not no_augment,

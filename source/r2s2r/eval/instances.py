@@ -25,10 +25,14 @@ class InstanceError(ValueError):
 
 def training_instances(run: Path) -> list[int]:
     """The instance seeds of the first episode of every take in the datasets training run
-    ``run`` read, in episode order, each once."""
+    ``run`` (or the run of a checkpoint folder) read, in episode order, each once."""
     from r2s2r.data import Dataset
 
-    config = Path(run) / ckpt.CONFIG_FILE
+    run = Path(run)
+    if (run / ckpt.MODEL_FILE).is_file():
+        # A checkpoint folder inside a run: RUN/checkpoints/step_N.
+        run = run.parent.parent
+    config = run / ckpt.CONFIG_FILE
     if not config.is_file():
         raise InstanceError(f"{run}: not a training run ({ckpt.CONFIG_FILE} missing)")
     seen: list[int] = []
