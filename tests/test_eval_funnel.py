@@ -18,7 +18,9 @@ from r2s2r.eval.report import policy_progress
 from r2s2r.eval.runner import EvalSetup, TwinRigs, evaluate
 from r2s2r.eval.trials import TrialLogError, TrialRecord, read_trials
 from r2s2r.rig.twin import TwinRig
-from r2s2r.sim.progress import ProgressReading
+from r2s2r.sim.progress import ProgressProbe, ProgressReading
+from r2s2r.sim.scene import build_scene
+from r2s2r.spec.worlds import load_task, load_world
 
 BELT_Z = 0.84
 
@@ -86,6 +88,13 @@ def test_the_twin_reads_distance_and_touch_from_its_state() -> None:
     later = twin.reveal_progress()
     # The belt carries it along x.
     assert later.object_pos[0] > first.object_pos[0] + 0.01
+
+
+def test_the_probe_tells_the_palm_and_each_finger_apart() -> None:
+    scene = build_scene(load_task("pick_sort"), load_world("nominal"))
+    probe = ProgressProbe(scene.model, scene.embodiment)
+    for side in range(len(scene.embodiment.sides)):
+        assert probe.hand_parts(side) == {0, 1, 2, 3, 4, 5}
 
 
 class _Recording(TwinRigs):

@@ -6,6 +6,7 @@ from these readings; nothing here decides what counts as a stage.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import mujoco
@@ -14,6 +15,9 @@ import numpy as np
 from r2s2r.sim.embodiment import Embodiment
 from r2s2r.sim.physics import Physics
 from r2s2r.sim.scene import OBJECT_PREFIX
+
+# A finger's bodies, after the hand's prefix: "f1_link2" or "finger1_link2".
+_FINGER = re.compile(r"f(?:inger)?(\d+)_")
 
 
 @dataclass(frozen=True)
@@ -48,14 +52,20 @@ class ProgressProbe:
                 body = model.body(int(model.geom_bodyid[g])).name
                 if not body.startswith(prefix):
                     continue
-                rest = body[len(prefix) :]
-                # Finger bodies are named f<digit>...; every other hand body is the palm.
-                part = int(rest[1]) if rest[:1] == "f" and rest[1:2].isdigit() else 0
+                # Finger bodies are named f<n>_... or finger<n>_...; every other hand body
+                # is the palm.
+                finger = _FINGER.match(body[len(prefix) :])
+                part = int(finger.group(1)) if finger else 0
                 geoms.append(g)
                 self._side_of[g], self._part_of[g] = s, part
             if not geoms:
                 raise ValueError(f"the cell has no geoms of bodies named {prefix!r}...")
             self._hand_geoms.append(np.array(geoms))
+
+    def hand_parts(self, side: int) -> set[int]:
+        """The parts the geoms of hand ``side`` (an index into ``sides``) belong to: 0 the
+        palm, 1-5 the fingers."""
+        return set(self._part_of[self._hand_geoms[side]].tolist())
 
     def object_geom(self, name: str) -> int:
         """The geom id of object ``name``."""
