@@ -47,7 +47,7 @@ class LearningRequest(Spec):
     seed: NonNegInt = 0
     # The policy preset (a name or a YAML path) and its training recipe.
     preset: str = "cpu"
-    steps: PosInt = 20_000
+    steps: PosInt = 10_000
     batch_size: PosInt = 32
     lr: float = 2e-3
     final_lr: float = 1e-4

@@ -55,7 +55,7 @@ def learning(
         ),
     ] = 0,
     preset: Annotated[str, typer.Option("--preset", help="policy preset or YAML")] = "cpu",
-    steps: Annotated[int, typer.Option("--steps", min=1, help="training steps")] = 20_000,
+    steps: Annotated[int, typer.Option("--steps", min=1, help="training steps")] = 10_000,
     batch_size: Annotated[int, typer.Option("--batch-size", min=1)] = 32,
     val_demos: Annotated[
         int, typer.Option("--val-demos", min=0, help="demonstrations held out for validation")
