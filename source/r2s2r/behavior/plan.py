@@ -175,7 +175,7 @@ class Planner:
             half = obj.half_extent(f, axes)
             rest = obj.rest_height
             if claw_fits(rest, half):
-                claw = Grasp("claw", yaw, claw_offset(rest), CLAW_OPEN, CLAW_SHUT)
+                claw = Grasp("claw", yaw, claw_offset(rest, half, f), CLAW_OPEN, CLAW_SHUT)
                 out.append((half, claw))
             elif half <= self.cfg.power_span_m:
                 offset = power_offset(rest, half, f)

@@ -198,7 +198,9 @@ class ScriptedOperator:
         rest = self.obj.rest_height
         if self.claw:
             # The claw straddles the object, the palm clear of its top.
-            return obj + claw_offset(rest) + [lead, 0.0, 0.0] + self.style.grasp_offset
+            fingers = fingers_direction(self.yaw)
+            offset = claw_offset(rest, self._half_along(fingers), fingers)
+            return obj + offset + [lead, 0.0, 0.0] + self.style.grasp_offset
         # The fingers come down just beyond the object's far side.
         fingers = fingers_direction(self.yaw)
         reach = power_offset(rest, self._half_along(fingers), fingers)
