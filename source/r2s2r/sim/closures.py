@@ -43,6 +43,9 @@ POWER_REACH_M = 0.012
 FLAT_BELOW_M = 0.028
 CLAW_BELOW_M = 0.026
 CLAW_SPAN_M = 0.056
+# The claw takes an object surely only up to this far from its centre along the fingers: beyond
+# it the hooked tips come down on its top (the tips reach 7.7 cm beyond the TCP).
+CLAW_REACH_M = 0.042
 CLAW_HEIGHT_M = 0.06
 CLAW_THUMB_M = 0.031
 CLAW_CLEAR_M = 0.015
