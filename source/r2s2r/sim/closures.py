@@ -58,12 +58,15 @@ def claw_fits(rest_height: float, half: float) -> bool:
     return rest_height < CLAW_BELOW_M and half <= CLAW_SPAN_M
 
 
-def claw_offset(rest_height: float, half: float, fingers: np.ndarray) -> np.ndarray:
+def claw_offset(
+    rest_height: float, half: float, fingers: np.ndarray, clear: float | None = None
+) -> np.ndarray:
     """Where the claw puts the TCP relative to the object's centre (3,) for an object whose
     side along the (horizontal) ``fingers`` direction reaches ``half`` from its centre: the
-    thumb behind its near side, the palm clear of its top."""
+    thumb ``clear`` (default ``CLAW_CLEAR_M``) behind its near side, the palm clear of its
+    top."""
     height = max(CLAW_HEIGHT_M, 2.0 * rest_height + PALM_CLEAR_M) - rest_height
-    back = half + CLAW_CLEAR_M - CLAW_THUMB_M
+    back = half + (CLAW_CLEAR_M if clear is None else clear) - CLAW_THUMB_M
     return np.asarray(fingers, dtype=float) * -back + [0.0, 0.0, height]
 
 
