@@ -26,7 +26,7 @@ from r2s2r.spec.registry import RegistryError
 # The defaults as they were while these were dataclasses (``dataclasses.asdict``).
 # fmt: off
 DEFAULTS: dict[type[Spec], dict] = {
-    PlannerCfg: {"hover_m": 0.1, "descend_s": 0.8, "close_s": 0.5, "hold_s": 0.2, "lift_m": 0.15, "lift_s": 0.8, "carry_height_m": 0.25, "release_s": 0.4, "settle_s": 1.2, "vel_share": 0.5, "max_acc": 3.0, "max_jerk": 20.0, "power_span_m": 0.045, "yaws_deg": (-105.0, -90.0, -75.0, -60.0, -45.0, -30.0, -15.0, 0.0), "meet_offsets_m": (-0.1, 0.0, -0.2, 0.1, -0.3), "carry_plan_s": 1.0, "trial_hold_s": 0.6},  # noqa: E501
+    PlannerCfg: {"hover_m": 0.1, "descend_s": 0.8, "close_s": 0.5, "hold_s": 0.2, "lift_m": 0.15, "lift_s": 0.8, "carry_height_m": 0.25, "release_s": 0.4, "settle_s": 1.2, "vel_share": 0.5, "max_acc": 3.0, "max_jerk": 20.0, "power_span_m": 0.045, "claw_clear_m": 0.005, "yaws_deg": (-105.0, -90.0, -75.0, -60.0, -45.0, -30.0, -15.0, 0.0), "meet_offsets_m": (-0.1, 0.0, -0.2, 0.1, -0.3), "carry_plan_s": 1.0, "trial_hold_s": 0.6},  # noqa: E501
     AdaptCfg: {"noise_pos_m": 0.002, "noise_rot_rad": 0.01, "blend_s": 0.8, "min_approach_share": 0.5, "max_turn_deg": 30.0},  # noqa: E501
     AvoidCfg: {"detect_m": 0.05, "safety_m": 0.01, "gain": 0.5},
     RegistrationCfg: {"seed": 0, "search_margin": 0.1, "search_height": 0.05, "plane_threshold": 0.003, "surface_band": 0.002, "max_tilt_deg": 15.0, "edge_drop": 0.005, "ransac_points": 20000, "min_belt_coverage": 0.5, "model_spacing": 0.004, "bin_points": 4000, "object_points": 1500, "object_min_height": 0.003, "depth_jump": 0.02, "iou_accept": 0.6},  # noqa: E501

@@ -121,7 +121,7 @@ def test_a_written_dataset_records_its_embodiment_and_is_checked(
         writer.save_episode("t", True)
     ds = Dataset(root)
     assert ds.info["robot_type"] == "rizon4s_wuji2_bimanual"
-    assert ds.features["observation.state"]["names"][28] == "left_hand_f1_j1"
+    assert ds.features["observation.state"]["names"][28] == "left_hand_finger1_joint1"
     assert len(ds.features["action"]["names"]) == 46
     assert ds.contract.embodiment == other
     with pytest.raises(ContractError) as err:

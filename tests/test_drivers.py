@@ -33,6 +33,7 @@ from r2s2r.rig.drivers.manual import ManualConveyor, OperatorPresenter
 from r2s2r.rig.drivers.opencv_camera import OpenCVCamera
 from r2s2r.rig.hardware import HardwareRig
 from r2s2r.rig.safety import SafetyLimits
+from r2s2r.sim import robots
 from r2s2r.sim.camera import Intrinsics
 from r2s2r.spec import SpecError
 from r2s2r.spec.world import ArmControllerSpec
@@ -135,8 +136,9 @@ def fake_flexivrdk(
     return mod
 
 
-def fake_wujihandpy() -> types.ModuleType:
+def fake_wujihandpy(version: str = wuji.WUJIHANDPY_VERSION) -> types.ModuleType:
     mod = types.ModuleType("wujihandpy")
+    mod.__version__ = version  # type: ignore[attr-defined]
 
     class Hand:
         def __init__(self, serial_number: str | None = None) -> None:
@@ -250,6 +252,46 @@ def test_flexiv_stop_idles_the_robot_and_the_next_target_resumes_the_mode() -> N
 
 
 # --------------------------------------------------------------------------- Wuji
+# The vendor's joint names (wuji-hand-description, mjcf/right.xml and mjcf/left.xml) and the
+# SDK's (5, 4) grid: row = finger - 1 (the thumb first), column = joint - 1.
+VENDOR_HAND_JOINTS = {
+    side: [f"{side}_finger{f}_joint{k}" for f in range(1, 6) for k in range(1, 5)]
+    for side in ("right", "left")
+}
+
+
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_wuji_hand_maps_the_vendors_joint_names_to_the_sdk_grid(side: str) -> None:
+    for name in VENDOR_HAND_JOINTS[side]:
+        finger, joint = int(name.split("finger")[1][0]), int(name[-1])
+        assert wuji.sdk_index(name) == (finger - 1, joint - 1)
+    assert wuji.sdk_index(f"{side}_finger2_joint1") == (1, 0)  # Index flexion.
+    assert wuji.sdk_index(f"{side}_finger2_joint2") == (1, 1)  # Index abduction.
+    # The cell's names are the vendor's without the side, in the cell's order.
+    cell = [n.removeprefix(f"{side}_") for n in VENDOR_HAND_JOINTS[side]]
+    assert tuple(cell) == robots.WUJI_JOINT_NAMES
+    # By name, not by position: the same value reaches the same joint in any order.
+    rng = np.random.default_rng(0)
+    order = rng.permutation(20)
+    shuffled = wuji.JointMap([cell[i] for i in order])
+    q = np.arange(20) / 10
+    grid = wuji.JointMap(cell).to_grid(q)
+    np.testing.assert_array_equal(shuffled.to_grid(q[order]), grid)
+    np.testing.assert_array_equal(grid[1], q[4:8])
+    np.testing.assert_array_equal(shuffled.from_grid(grid), q[order])
+    for bad in (cell[:19] + cell[:1], [*cell[:19], "finger6_joint1"]):
+        with pytest.raises(ValueError, match="Wuji hand joint|exactly once"):
+            wuji.JointMap(bad)
+
+
+def test_wuji_hand_refuses_an_sdk_it_was_not_written_for() -> None:
+    for version in ("2.0.1", "1.7.3", "dev"):
+        with pytest.raises(RuntimeError, match=rf"wujihandpy {version} is installed.*1\.8\.0"):
+            wuji.WujiHand("right_hand", sdk=fake_wujihandpy(version))
+    hand = wuji.WujiHand("right_hand", sdk=fake_wujihandpy("1.8.4"))
+    assert hand.sdk_version == "1.8.4"
+
+
 def test_wuji_hand_reshapes_thumb_first_and_rejects_wrong_shapes() -> None:
     sdk = fake_wujihandpy()
     hand = wuji.WujiHand("right_hand", serial_number="WJ-7", sdk=sdk)
@@ -262,6 +304,12 @@ def test_wuji_hand_reshapes_thumb_first_and_rejects_wrong_shapes() -> None:
     target = np.linspace(-0.3, 0.9, 20)
     hand.send_joint_targets(target)
     np.testing.assert_array_equal(device.written[-1][1], target[4:8])  # Index finger row.
+    # Given the cell's joints in another order, the driver still writes each by its name.
+    names = list(robots.WUJI_JOINT_NAMES)
+    names[4], names[5] = names[5], names[4]
+    swapped = wuji.WujiHand("right_hand", sdk=sdk, joints=names)
+    swapped.send_joint_targets(target)
+    np.testing.assert_array_equal(sdk.hands[-1].written[-1][1], target[[5, 4, 6, 7]])  # type: ignore[attr-defined]
     for bad in (np.zeros((5, 4)), np.zeros(21), np.full(20, np.inf)):
         with pytest.raises(ValueError, match="right_hand joint targets"):
             hand.send_joint_targets(bad)

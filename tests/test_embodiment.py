@@ -33,9 +33,10 @@ def test_the_authored_cell_carries_the_published_robot(embodiment: Embodiment) -
     )
     assert e.sides == ("left", "right") and e.cameras == CAMERA_NAMES
     assert e.arm_joints == tuple(f"j{i}" for i in range(1, 8))
-    assert e.hand_joints == tuple(f"f{f}_j{k}" for f in range(1, 6) for k in range(1, 5))
+    assert e.hand_joints == robots.WUJI_JOINT_NAMES
+    assert e.hand_joints[4:6] == ("finger2_joint1", "finger2_joint2")
     assert e.arm_joint_names("left")[0] == "left_j1"
-    assert e.hand_joint_names("right")[-1] == "right_hand_f5_j4"
+    assert e.hand_joint_names("right")[-1] == "right_hand_finger5_joint4"
     assert e.tcp_sites == ("left_tcp", "right_tcp")
     # Limits: the published ones, exactly (the kernels clip with them).
     np.testing.assert_array_equal(e.arm_limits, robots.RIZON4S_JOINT_RANGES)
@@ -117,14 +118,14 @@ def test_the_contract_builds_and_splits_observations_and_actions(
     state = contract.state(obs)
     names = contract.state_names()
     assert len(names) == len(state) == 68 and names[0] == "left_tcp_x"
-    assert names[14] == "left_arm_j1" and names[28] == "left_hand_f1_j1"
+    assert names[14] == "left_arm_j1" and names[28] == "left_hand_finger1_joint1"
     parts = contract.split_state(state)
     for key, value in (("tcp_pose", tcp), ("arm_joints", arm), ("hand_joints", hand)):
         np.testing.assert_array_equal(parts[key], value)
     action = contract.join_action(tcp, hand)
     assert contract.action_names()[:8] == [
         *(f"left_tcp_{p}" for p in ("x", "y", "z", "qw", "qx", "qy", "qz")),
-        "left_hand_f1_j1",
+        "left_hand_finger1_joint1",
     ]
     np.testing.assert_array_equal(action[27:34], tcp[1])
     back = contract.split_action(action)

@@ -203,11 +203,11 @@ def test_joint_position_mode_reaches_joint_targets(world) -> None:  # type: igno
     target[0, 0] += 0.3
     target[1, 3] -= 0.2
     hand = np.full(20, 0.5)
-    hand[4::4] = 0.0  # Finger abduction stays centred.
+    hand[5::4] = 0.0  # Finger abduction (joint 2 of fingers 2-5) stays centred.
     action = np.concatenate([np.concatenate([q, hand]) for q in target])
     obs, *_ = run(env, action, 75)
     np.testing.assert_allclose(obs["arm_joints"], target, atol=0.02)
-    np.testing.assert_allclose(obs["hand_joints"][0, 5:8], 0.5, atol=0.05)
+    np.testing.assert_allclose(obs["hand_joints"][0, [4, 6, 7]], 0.5, atol=0.05)
 
 
 def test_conditions_shift_light_belt_and_objects() -> None:

@@ -114,7 +114,7 @@ def test_collision_check_includes_the_arm_itself(cell) -> None:
     q = home[kin.qadr].copy()
     hand = np.zeros(20)
     assert not kin.collides(q, hand)
-    q[5] = -0.26  # The wrist bent back from home: the fingers reach links 1 and 2.
+    q[5] = -0.32  # The wrist bent back from home: the fingers reach links 1 and 2.
     assert kin.collides(q, hand)
     # It is the arm itself: nothing of it touches a fixed part.
     con = kin.data.contact[: kin.data.ncon]

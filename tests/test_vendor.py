@@ -51,25 +51,33 @@ def _vendor_arm_xml(
     path.write_text(spec.to_xml())
 
 
-def _vendor_hand_xml(path: Path) -> None:
-    spec = mujoco.MjSpec()
-    spec.compiler.degree = False
-    hand = robots.add_wuji_hand(spec.worldbody, "wuji_")
-    for i, name in enumerate(hand.joints):
-        spec.joint(name).name = f"finger_joint_{i}"
-    path.write_text(spec.to_xml())
+def _vendor_hand_xml(folder: Path, scale: float = 1.0) -> str:
+    """Hand files in the style of the vendor's (``right.xml`` and ``left.xml`` in ``folder``):
+    its joint and body names with the side, a position actuator per joint, joint ranges
+    ``scale`` times the published ones; returns the path with ``{side}`` in it."""
+    for side in ("right", "left"):
+        spec = mujoco.MjSpec()
+        spec.compiler.degree = False
+        hand = robots.add_wuji_hand(spec.worldbody, f"{side}_", side=side)
+        for name in hand.joints:
+            joint = spec.joint(name)
+            joint.range = list(np.asarray(joint.range) * scale)
+            act = spec.add_actuator(
+                name=f"{name}_actuator", target=name, trntype=mujoco.mjtTrn.mjTRN_JOINT
+            )
+            act.set_to_position(kp=0.4, kv=0.02)
+        (folder / f"{side}.xml").write_text(spec.to_xml())
+    return str(folder / "{side}.xml")
 
 
 def test_vendor_arm_and_hand_replace_the_authored_models(
     tmp_path: Path, task: TaskSpec, world: WorldSpec
 ) -> None:
-    arm_xml, hand_xml = tmp_path / "arm.xml", tmp_path / "hand.xml"
+    arm_xml = tmp_path / "arm.xml"
     _vendor_arm_xml(arm_xml)
-    _vendor_hand_xml(hand_xml)
+    hand_xml = _vendor_hand_xml(tmp_path)
     vendor_world = world.replace(
-        assets=world.assets.model_copy(
-            update={"arm_mjcf": str(arm_xml), "hand_mjcf": str(hand_xml)}
-        )
+        assets=world.assets.model_copy(update={"arm_mjcf": str(arm_xml), "hand_mjcf": hand_xml})
     )
     model = build_scene(task, vendor_world).model
     own = build_scene(task, world).model
@@ -81,7 +89,9 @@ def test_vendor_arm_and_hand_replace_the_authored_models(
             np.testing.assert_allclose(
                 model.jnt_range[jid], robots.RIZON4S_JOINT_RANGES[i], atol=1e-9
             )
-        model.joint(f"{side}_hand_f1_j1")
+        # Each hand is its side's file, its joints found by the vendor's names.
+        assert model.joint(f"{side}_hand_finger1_joint1").id >= 0
+        assert model.body(f"{side}_hand_{side}_palm_link").id >= 0
     # The vendor's own joint friction stays unless the controller states one (grounding's
     # fit), which replaces it as the controller's damping replaces the vendor's.
     for side in ("left", "right"):
@@ -125,15 +135,9 @@ def test_a_vendor_models_limits_are_its_own(
 ) -> None:
     arm_ranges = robots.RIZON4S_JOINT_RANGES * 0.8
     velocity = np.linspace(1.0, 1.6, 7)
-    arm_xml, hand_xml = tmp_path / "arm.xml", tmp_path / "hand.xml"
+    arm_xml = tmp_path / "arm.xml"
     _vendor_arm_xml(arm_xml, velocity=velocity, ranges=arm_ranges)
-    spec = mujoco.MjSpec()
-    spec.compiler.degree = False
-    hand = robots.add_wuji_hand(spec.worldbody, "wuji_")
-    for name in hand.joints:
-        spec.joint(name).range = list(np.asarray(spec.joint(name).range) * 0.5)
-    hand_xml.write_text(spec.to_xml())
-    assets = {"arm_mjcf": str(arm_xml), "hand_mjcf": str(hand_xml)}
+    assets = {"arm_mjcf": str(arm_xml), "hand_mjcf": _vendor_hand_xml(tmp_path, scale=0.5)}
     vendor_world = world.replace(assets=world.assets.model_copy(update=assets))
     emb = build_scene(task, vendor_world).embodiment
     # The same robot under the same name; its limits are the files'.
@@ -161,3 +165,47 @@ def test_a_vendor_arm_without_velocity_limits_needs_them_from_the_world(
     short = bare.replace(assets=bare.assets.model_copy(update={"arm_velocity_limits": (1.5,)}))
     with pytest.raises(ValueError, match="arm_velocity_limits: expected 7 values"):
         build_scene(task, short)
+
+
+def test_a_vendor_hand_is_mapped_by_its_joint_names(
+    tmp_path: Path, task: TaskSpec, world: WorldSpec
+) -> None:
+    hand_xml = _vendor_hand_xml(tmp_path)
+    vendor_world = world.replace(assets=world.assets.model_copy(update={"hand_mjcf": hand_xml}))
+    cell = build_scene(task, vendor_world)
+    own = build_scene(task, world)
+    assert cell.embodiment.hand_joints == own.embodiment.hand_joints == robots.WUJI_JOINT_NAMES
+    # Mounted as the authored hand is: the same fingertip places at the same joint angles.
+    data, own_data = mujoco.MjData(cell.model), mujoco.MjData(own.model)
+    for d, m in ((data, cell.model), (own_data, own.model)):
+        for side in ("left", "right"):
+            for j, q in zip(robots.WUJI_JOINT_NAMES, np.linspace(0.1, 0.3, 20), strict=True):
+                d.qpos[m.joint(f"{side}_hand_{j}").qposadr[0]] = q
+        mujoco.mj_kinematics(m, d)
+    for side in ("left", "right"):
+        for f in range(1, 6):
+            vendor_body = data.body(f"{side}_hand_{side}_finger{f}_link4").xpos
+            np.testing.assert_allclose(
+                vendor_body, own_data.body(f"{side}_hand_finger{f}_link4").xpos, atol=1e-9
+            )
+
+
+def test_a_vendor_hand_of_the_wrong_side_or_names_is_refused(
+    tmp_path: Path, task: TaskSpec, world: WorldSpec
+) -> None:
+    _vendor_hand_xml(tmp_path)
+    right_only = world.replace(
+        assets=world.assets.model_copy(update={"hand_mjcf": str(tmp_path / "right.xml")})
+    )
+    with pytest.raises(ValueError, match="is a right hand.*mounted on the left arm.*{side}"):
+        build_scene(task, right_only)
+    text = (tmp_path / "right.xml").read_text().replace("right_finger3_joint2", "right_spread3")
+    (tmp_path / "renamed").mkdir()
+    for side in ("right", "left"):
+        source = text if side == "right" else (tmp_path / "left.xml").read_text()
+        (tmp_path / "renamed" / f"{side}.xml").write_text(source.replace("right_", f"{side}_"))
+    renamed = world.replace(
+        assets=world.assets.model_copy(update={"hand_mjcf": str(tmp_path / "renamed/{side}.xml")})
+    )
+    with pytest.raises(ValueError, match="right.xml has no joint right_finger3_joint2"):
+        build_scene(task, renamed)

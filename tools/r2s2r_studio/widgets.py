@@ -32,8 +32,9 @@ from r2s2r.app.live import RigSnapshot  # noqa: E402
 CAMERAS = ("head", "left_wrist", "right_wrist")
 # Samples the rolling plots keep (10 s at 25 snapshots/s).
 HISTORY = 250
-# The joint of each finger the hand plot shows (0-based within the finger's four).
-HAND_JOINTS = (1,)
+# The joint of each finger the hand plot shows (0-based within the finger's four, the
+# vendor's order): joint 1, the knuckle's flexion (the thumb's: its swing across the palm).
+HAND_JOINTS = (0,)
 
 
 def to_qimage(image: np.ndarray) -> QImage:
@@ -169,7 +170,7 @@ class RigPlots(QWidget):
         grid.setContentsMargins(0, 0, 0, 0)
         tcp = [f"{s} {a}" for s in sides for a in "xyz"]
         arm = [f"{s} j{j + 1}" for s in sides for j in range(7)]
-        # One joint of every finger per hand (its second, the flexion; all 20 would not read).
+        # One joint of every finger per hand (its first, the flexion; all 20 would not read).
         hand = [f"{s} f{f + 1}j{j + 1}" for s in sides for f in range(5) for j in HAND_JOINTS]
         span = HISTORY / 25.0
         # Fixed ranges (the cell's workspace, the joints' ranges; drag to zoom): a plot whose

@@ -20,6 +20,7 @@ import yaml
 from r2s2r.data import Dataset, DatasetError
 from r2s2r.data.config import ACTION_KEY, ENV_STATE_KEY, STATE_KEY
 from r2s2r.sim.embodiment import TCP_POSE_DIM
+from r2s2r.sim.robots.wuji_hand import FINGERS, FLEXION_JOINT, JOINTS_PER_FINGER
 from r2s2r.spec import TaskSpec
 from r2s2r.spec.world import ARM_SIDES
 
@@ -33,7 +34,8 @@ CLOSED, OPEN = 0.5, 0.3
 # ends once the object is this high above where it rested.
 DESCENT_S = 1.2
 LIFTED_M = 0.05
-_FINGER_FLEX = np.array([4 * f + 1 for f in range(1, 5)])
+# The knuckle flexion of fingers 2-5 (joint 1 of each, the vendor's order).
+_FINGER_FLEX = np.array([JOINTS_PER_FINGER * f + FLEXION_JOINT for f in range(1, FINGERS)])
 
 
 @dataclass

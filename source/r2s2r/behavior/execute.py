@@ -8,6 +8,7 @@ so the rendered episode is exactly the recorded one).
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 
@@ -38,6 +39,8 @@ REASONS = (
 )
 # The object counts as lifted once this far above where it rested on the belt.
 LIFT_M = 0.03
+# A hand link's finger (1: the thumb) in its name: the vendor's ``finger{f}_link{k}``.
+_FINGER = re.compile(r"finger([1-5])_")
 
 
 @dataclass
@@ -87,8 +90,8 @@ class Executor:
         for g in range(model.ngeom):
             body = model.body(model.geom_bodyid[g]).name
             if "_hand_" in body:
-                part = body.split("_hand_")[1]
-                self._finger_of[g] = int(part[1]) if part.startswith("f") else 0
+                finger = _FINGER.search(body.split("_hand_")[1])
+                self._finger_of[g] = int(finger[1]) if finger else 0
 
     def run(
         self, instance: TaskInstance, actions: np.ndarray, seed: int, max_steps: int | None = None

@@ -81,6 +81,10 @@ class PlannerCfg(Spec):
     max_jerk: Pos = 20.0
     # The widest an object may reach from its centre along the fingers for a power wrap.
     power_span_m: Pos = 0.045
+    # How far behind the object's near side the claw's thumb comes down: closer than a
+    # person's (closures.CLAW_CLEAR_M), whose hand wavers, as a planned route lands it where
+    # planned.
+    claw_clear_m: NonNeg = 0.005
     # Turns about the vertical (deg, from straight across the belt) the planner tries.
     yaws_deg: tuple[float, ...] = Field(
         default=tuple(float(y) for y in range(-105, 1, 15)), min_length=1
@@ -175,7 +179,8 @@ class Planner:
             half = obj.half_extent(f, axes)
             rest = obj.rest_height
             if claw_fits(rest, half):
-                claw = Grasp("claw", yaw, claw_offset(rest), CLAW_OPEN, CLAW_SHUT)
+                offset = claw_offset(rest, half, f, self.cfg.claw_clear_m)
+                claw = Grasp("claw", yaw, offset, CLAW_OPEN, CLAW_SHUT)
                 out.append((half, claw))
             elif half <= self.cfg.power_span_m:
                 offset = power_offset(rest, half, f)

@@ -150,7 +150,9 @@ def record_sysid(
 
     def hand_run(episodes: int, seed: int, kind: str) -> list[HandRecording]:
         eps = {
-            s: hand_excitation(episodes, sup.hand_ranges, c.hand_episode_s, seed=seed + i, hz=c.hz)
+            s: hand_excitation(
+                episodes, sup.hand_ranges, c.hand_episode_s, seed=seed + i, hz=c.hz, side=s
+            )
             for i, s in enumerate(sides)
         }
         meta = {"set": kind, "seed": seed, "episode_s": c.hand_episode_s}

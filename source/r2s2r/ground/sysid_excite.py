@@ -7,6 +7,7 @@ import numpy as np
 
 from r2s2r.geometry.rotations import quat_mul, rotvec_to_quat
 from r2s2r.rig.safety import SafetyLimits
+from r2s2r.sim.robots.wuji_hand import ABDUCTION_JOINT, JOINTS_PER_FINGER, towards_thumb
 
 
 def arm_excitation(
@@ -119,20 +120,25 @@ def hand_excitation(
     seed: int = 0,
     hz: float = 50.0,
     margin: float = 0.1,
+    side: str = "right",
 ) -> list[np.ndarray]:
-    """Joint-target episodes (each (T, H), thumb first) cycling through random steps,
+    """Joint-target episodes (each (T, H), the vendor's order) cycling through random steps,
     chirps (0.3 to 5 Hz) and multi-sines on every joint at once, kept ``margin`` (a fraction
     of each range) inside the joint ranges ``ranges`` (H, 2) (the embodiment's
-    ``hand_limits``).
+    ``hand_limits``) of hand ``side``.
 
     The fingers' sideways (abduction) joints fan out together and never point at each other,
-    so neighbouring fingers rarely touch: contacts would couple joints the fit treats as
-    independent.
+    and the thumb stays beside the palm (the start of its first joints' ranges,
+    ``THUMB_SHARE``), so fingers rarely touch: contacts would couple joints the fit
+    treats as independent.
     """
     rng = np.random.default_rng(seed)
     ranges = np.asarray(ranges, dtype=float)
     span = ranges[:, 1] - ranges[:, 0]
     lo, hi = ranges[:, 0] + margin * span, ranges[:, 1] - margin * span
+    # The thumb swings across the palm's front at its first two joints: kept to the start of
+    # those ranges it stays beside the palm, clear of the fingers.
+    hi[:4] = lo[:4] + THUMB_SHARE * (hi[:4] - lo[:4])
     mid, amp = (lo + hi) / 2, (hi - lo) / 2
     n = int(round(duration_s * hz))
     t = np.arange(n) / hz
@@ -159,11 +165,16 @@ def hand_excitation(
         q = mid + amp * np.clip(u, -1.0, 1.0)
         # Fan: spread in [0.3, 1] of the range, the outer fingers turning most.
         spread = 0.65 + 0.35 * u[:, _ABDUCTION[0]]
-        q[:, _ABDUCTION] = spread[:, None] * _FAN[None] * hi[_ABDUCTION]
+        fan = _FAN * towards_thumb(side)
+        reach = np.where(fan > 0, hi[_ABDUCTION], -lo[_ABDUCTION])
+        q[:, _ABDUCTION] = spread[:, None] * (fan * reach)[None]
         out.append(q)
     return out
 
 
-# Sideways joints of the four fingers (index to little) and the direction each fans out in.
-_ABDUCTION = np.array([4, 8, 12, 16])
-_FAN = np.array([-1.0, -0.35, 0.35, 1.0])
+# Sideways joints of the four fingers (index to little) and how far each fans out towards the
+# thumb (negative: away from it).
+_ABDUCTION = np.array([JOINTS_PER_FINGER * f + ABDUCTION_JOINT for f in range(1, 5)], dtype=int)
+_FAN = np.array([1.0, 0.35, -0.35, -1.0])
+# The share of each thumb joint's range (from its start) that the excitation uses.
+THUMB_SHARE = np.array([0.3, 0.3, 0.7, 1.0])

@@ -203,7 +203,11 @@ def build_rig(spec: HardwareSpec, prompt: Prompt = input) -> HardwareRig:
                 )
             )
         hands: dict[str, Hand] = {
-            side: keep(WujiHand(f"{side}_hand", hand_cfg.serial, clock=clock))
+            side: keep(
+                WujiHand(
+                    f"{side}_hand", hand_cfg.serial, clock=clock, joints=embodiment.hand_joints
+                )
+            )
             for side, hand_cfg in spec.hands.items()
         }
         cameras: dict[str, Camera] = {

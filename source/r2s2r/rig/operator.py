@@ -36,7 +36,9 @@ from r2s2r.rig.interfaces import HandKeypoints
 from r2s2r.rig.retarget import HandKinematics
 from r2s2r.rig.teleop import HUMAN_HAND_SCALE, TrackerCalibration
 from r2s2r.sim.closures import (
+    CLAW_BELOW_M,
     CLAW_OPEN,
+    CLAW_REACH_M,
     CLAW_SHUT,
     POWER_REACH_M,
     PRESHAPE,
@@ -86,6 +88,9 @@ class ScriptedOperator:
     # Round objects get the middle of the window; boxes the turn in the window that spans
     # the least of them.
     yaw_window_deg = {"left": (-100.0, -30.0), "right": (-75.0, -5.0)}
+    # For a low box that no comfortable turn lets the claw span (longer than ``CLAW_REACH_M``
+    # from its centre), it turns the wrist this much further either way.
+    stretch_deg = 35.0
 
     def __init__(
         self,
@@ -168,8 +173,9 @@ class ScriptedOperator:
 
     def _plan_grasp(self) -> None:
         """Choose the grasp: the hand turned to span a box's narrowest side (any turn in
-        the comfortable window for round objects); for a low object, the claw if that side
-        fits between thumb and fingers, else the power grasp with the thumb half closed."""
+        the comfortable window for round objects; further for a low box the claw could not
+        span otherwise); for a low object, the claw if that side fits between thumb and
+        fingers, else the power grasp with the thumb half closed."""
         # Turned by eye, a few degrees off.
         self.yaw = self._grasp_yaw() + self.rng.normal(0.0, np.radians(3.0))
         self.claw = claw_fits(self.obj.rest_height, self._half_along(fingers_direction(self.yaw)))
@@ -190,6 +196,10 @@ class ScriptedOperator:
             return float(lo + hi) / 2.0
         turns = np.linspace(lo, hi, 15)
         spans = [self._half_along(fingers_direction(turn)) for turn in turns]
+        if self.obj.rest_height < CLAW_BELOW_M and min(spans) > CLAW_REACH_M:
+            stretch = np.radians(self.stretch_deg)
+            turns = np.linspace(lo - stretch, hi + stretch, 25)
+            spans = [self._half_along(fingers_direction(turn)) for turn in turns]
         return float(turns[int(np.argmin(spans))])
 
     def _grasp_point(self, t: float) -> np.ndarray:
@@ -198,7 +208,9 @@ class ScriptedOperator:
         rest = self.obj.rest_height
         if self.claw:
             # The claw straddles the object, the palm clear of its top.
-            return obj + claw_offset(rest) + [lead, 0.0, 0.0] + self.style.grasp_offset
+            fingers = fingers_direction(self.yaw)
+            offset = claw_offset(rest, self._half_along(fingers), fingers)
+            return obj + offset + [lead, 0.0, 0.0] + self.style.grasp_offset
         # The fingers come down just beyond the object's far side.
         fingers = fingers_direction(self.yaw)
         reach = power_offset(rest, self._half_along(fingers), fingers)

@@ -37,7 +37,11 @@ class HandKinematics:
     def __init__(self, side: str = "right") -> None:
         spec = mujoco.MjSpec()
         spec.compiler.degree = False
-        names = robots.add_wuji_hand(spec.worldbody, "", side=side, gravcomp=0.0)
+        # The hand turned as it is on the flange: keypoints are in the TCP's axes (fingers +z,
+        # palm normal +y), whichever way the hand's own palm frame points.
+        names = robots.add_wuji_hand(
+            spec.worldbody, "", quat=robots.HAND_MOUNT_QUAT, side=side, gravcomp=0.0
+        )
         self.model = spec.compile()
         self.data = mujoco.MjData(self.model)
         self.lo = self.model.jnt_range[:, 0].copy()
@@ -50,8 +54,8 @@ class HandKinematics:
         self._points: list[tuple[str, int]] = [("body", self.model.body("palm_link").id)]
         for finger in range(1, 6):
             for link in (2, 3, 4):
-                self._points.append(("body", self.model.body(f"f{finger}_link{link}").id))
-            self._points.append(("site", self.model.site(f"f{finger}_tip").id))
+                self._points.append(("body", self.model.body(f"finger{finger}_link{link}").id))
+            self._points.append(("site", self.model.site(f"finger{finger}_tip").id))
         self._jac = np.zeros((3, self.model.nv))
 
     def forward(self, q: np.ndarray) -> np.ndarray:

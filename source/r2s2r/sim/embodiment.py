@@ -7,7 +7,8 @@ stores them in the model as one custom numeric per arm), the TCP sites and the c
 Every part of the system that needs a robot dimension or limit reads it from here.
 
 The scene names everything by side: an arm's joints ``{side}_{joint}`` (``left_j1``), a
-hand's ``{side}_hand_{joint}`` (``left_hand_f1_j1``); both arms carry the same robot.
+hand's ``{side}_hand_{joint}`` (``left_hand_finger1_joint1``: the vendor's joint name without
+its side); both arms carry the same robot.
 """
 
 from __future__ import annotations

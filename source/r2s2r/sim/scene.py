@@ -369,10 +369,11 @@ def add_arm_and_hand(
         j.springref = q0
     spec.add_numeric(name=velocity_numeric(side), data=list(arm.velocity_limits))
     flange = spec.body(arm.flange)
+    mount = robots.HAND_MOUNT_POS, robots.HAND_MOUNT_QUAT
     if assets.hand_mjcf:
-        hand = vendor.attach_vendor_hand(flange, hand_prefix(side), assets.hand_mjcf)
+        hand = vendor.attach_vendor_hand(flange, hand_prefix(side), assets.hand_mjcf, side, *mount)
     else:
-        hand = robots.add_wuji_hand(flange, hand_prefix(side), side=side)
+        hand = robots.add_wuji_hand(flange, hand_prefix(side), *mount, side=side)
     h = world.hand
     joints = h.per_joint()
     if joints is not None and joints != len(hand.joints):

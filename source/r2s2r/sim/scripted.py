@@ -15,13 +15,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from r2s2r.sim.closures import POWER_GRASP, posture
 from r2s2r.sim.env import PickSortEnv
 from r2s2r.sim.scene import PALM_DOWN_QUAT
 
-# Hand postures of the Wuji hand (20 joints, thumb first).
-PRESHAPE = np.array([0.6, 0.1, 0.1, 0.1] + [0.0, 0.2, 0.1, 0.1] * 4)
-POWER_GRASP = np.array([1.3, 0.7, 0.6, 0.5] + [0.0, 1.4, 1.2, 0.9] * 4)
-OPEN_HAND = np.zeros(len(POWER_GRASP))
+# Hand postures of the Wuji hand (20 joints in the vendor's order, ``closures.posture``).
+PRESHAPE = posture((0.55, 0.0, 0.0, 0.05), (0.2, 0.0, 0.1, 0.1))
+OPEN_HAND = np.zeros(len(PRESHAPE))
 
 
 @dataclass

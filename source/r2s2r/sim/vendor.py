@@ -8,12 +8,18 @@ What r2s2r needs from it, and checks with a clear error:
   velocity limits, which MJCF has no field for: the ``ctrlrange`` of a ``<velocity>``
   actuator on every joint, or else ``assets.arm_velocity_limits`` of the world (which wins
   where both are given).
-- hand: 20 hinge joints, finger 1 (the thumb) first, 4 per finger, base to tip.
+- hand: the vendor's 20 hinge joints, found by name (``right_finger{f}_joint{k}`` in the right
+  hand's file, ``left_...`` in the left's, or without the side), in the vendor's order (thumb
+  first, joints 1-4 of each finger from the palm out). The vendor ships one file per hand:
+  ``{side}`` in the path stands for ``right`` or ``left``. The palm is mounted on the flange
+  as the authored hand's is (``HAND_MOUNT_POS``/``HAND_MOUNT_QUAT``): the authored hand's
+  palm frame is the vendor's.
 
-Joints are renamed to r2s2r's names (``{prefix}j1..7``, ``{prefix}f{finger}_j{k}``) so the
-rest of the system does not care where a model came from; their ranges stay the file's, so
-the embodiment's limits are the vendor model's. The file's own actuators, keyframes and
-sensors are dropped, because the cell adds its own controllers.
+Joints are renamed to r2s2r's names (``{prefix}j1..7``; the hand's keep the vendor's names
+without their side, ``{prefix}finger{f}_joint{k}``) so the rest of the system does not care
+where a model came from; their ranges stay the file's, so the embodiment's limits are the
+vendor model's. The file's own actuators, keyframes and sensors are dropped, because the cell
+adds its own controllers.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from pathlib import Path
 import mujoco
 import numpy as np
 
-from r2s2r.sim.robots import ArmNames, HandNames
+from r2s2r.sim.robots import WUJI_JOINT_NAMES, ArmNames, HandNames
 
 _HINGE = mujoco.mjtJoint.mjJNT_HINGE
 # The robots a vendor file stands in for, and their joint counts: a vendor model is another
@@ -164,29 +170,66 @@ def _arm_velocity(
     return tuple(limits[j] for j in joints)
 
 
-def attach_vendor_hand(parent: mujoco.MjsBody, prefix: str, path: str) -> HandNames:
-    """Attach the hand in ``path`` to ``parent`` (the flange) and return r2s2r's names."""
+def hand_file(path: str, side: str) -> str:
+    """The hand file of ``side``: ``path`` with ``{side}`` replaced (the vendor ships
+    ``mjcf/right.xml`` and ``mjcf/left.xml``), or ``path`` itself."""
+    return path.replace("{side}", side)
+
+
+def attach_vendor_hand(
+    parent: mujoco.MjsBody,
+    prefix: str,
+    path: str,
+    side: str,
+    pos: tuple[float, ...] = (0.0, 0.0, 0.0),
+    quat: tuple[float, ...] = (1.0, 0.0, 0.0, 0.0),
+) -> HandNames:
+    """Attach the ``side`` hand in ``path`` (``{side}`` in it is replaced) to ``parent`` (the
+    flange), its palm frame at ``pos``/``quat``, and return r2s2r's names for it."""
+    path = hand_file(path, side)
     child, _ = _load(path, "hand")
     root = child.worldbody.first_body()
     if root is None:
         raise ValueError(f"assets.hand_mjcf: {path} has no body under its worldbody")
-    palm = parent.add_frame().attach_body(root, prefix, "")
+    palm = parent.add_frame(pos=list(pos), quat=list(quat)).attach_body(root, prefix, "")
     joints = _hinges(palm)
     if len(joints) != HAND_JOINTS:
         raise ValueError(
             f"assets.hand_mjcf: {path} has {len(joints)} hinge joints; a Wuji "
             f"Hand 2 model has {HAND_JOINTS} (5 fingers x 4, thumb first)"
         )
-    names = tuple(f"{prefix}f{f}_j{k}" for f in range(1, 6) for k in range(1, 5))
-    for joint, name in zip(joints, names, strict=True):
-        joint.name = name
+    by_name = {j.name.removeprefix(prefix): j for j in joints}
+    other = "left" if side == "right" else "right"
+    if any(n.startswith(f"{other}_") for n in by_name):
+        raise ValueError(
+            f"assets.hand_mjcf: {path} is a {other} hand (its joints are named "
+            f"{other}_...), mounted on the {side} arm; give the path with {{side}} in it "
+            "(e.g. wuji-hand-description/mjcf/{side}.xml)"
+        )
+    names = []
+    for vendor_name in WUJI_JOINT_NAMES:
+        matches = [j for n, j in by_name.items() if n in (vendor_name, f"{side}_{vendor_name}")]
+        if len(matches) != 1:
+            raise ValueError(
+                f"assets.hand_mjcf: {path} has no joint {side}_{vendor_name} (the vendor's "
+                f"names: {side}_finger1_joint1 .. {side}_finger5_joint4); its joints: "
+                f"{sorted(by_name)}"
+            )
+        matches[0].name = f"{prefix}{vendor_name}"
+        names.append(matches[0].name)
+    order = [j.name for j in joints]
+    if order != names:
+        raise ValueError(
+            f"assets.hand_mjcf: {path} lists its joints in another order than the vendor's "
+            f"(thumb first, joints 1-4 of each finger from the palm out): {order}"
+        )
     bodies = palm.find_all(mujoco.mjtObj.mjOBJ_BODY)
     for body in [palm, *bodies]:
         body.gravcomp = 1.0
     palm.add_site(name=f"{prefix}palm", size=[0.005] * 3)
     return HandNames(
         robot=HAND_ROBOT,
-        joints=names,
+        joints=tuple(names),
         tip_sites=(),
         palm_site=f"{prefix}palm",
         bodies=tuple(b.name for b in [palm, *bodies]),

@@ -1,29 +1,42 @@
 """The Wuji Hand 2 through ``wujihandpy`` (the 'wuji' extra).
 
-The SDK reads and writes joint positions as (5, 4) arrays in radians: one row per finger,
-thumb first, four joints per finger from the palm outwards. The rig's ``Hand`` interface uses
-the same order flattened to (20,). Clamping targets to the joint ranges is the safety
-supervisor's job; this driver only rejects arrays of the wrong shape or with non-finite values.
+Written for ``wujihandpy`` 1.8.0 (``WUJIHANDPY_VERSION``), and checked at open: a release
+outside ``WUJIHANDPY_SUPPORTED`` is refused with both versions named. The SDK reads and writes
+joint positions as (5, 4) arrays in radians: row ``f - 1`` is the vendor's finger ``f`` (the
+thumb first), column ``k - 1`` its joint ``k``, the joint the vendor's description
+(``wuji-hand-description``, ``mjcf/{side}.xml``) names ``{side}_finger{f}_joint{k}``; the
+vendor's own examples flex fingers 2-5 by writing rows ``[y, 0, y, y]`` (joint 1 flexes the
+knuckle, joint 2 turns the finger sideways).
 
-Assumptions about the ``wujihandpy`` API (from its README and examples; not checked against
-a device from here): ``Hand()`` or ``Hand(serial_number=...)`` opens the USB device,
-``write_joint_enabled(True)`` enables the joints, ``read_joint_actual_position()`` returns a
-(5, 4) array and ``write_joint_target_position(array)`` takes one; its joints 1-4 of a finger
-are the model's j1 (abduction), j2 (MCP), j3 (PIP), j4 (DIP), with the same zero and sign.
+The driver maps the cell's hand joints to that grid by name, never by position: it is given
+the embodiment's joint names (the vendor's, without the side) and places each value in the
+row and column its name says, so a model that lists its joints in another order still
+commands the joint it names. Clamping targets to the joint ranges is the safety supervisor's
+job; this driver only rejects arrays of the wrong shape or with non-finite values.
+
+Assumptions about the device (from the SDK's stubs and the vendor's examples; not checked
+against a hand from here): ``Hand()`` or ``Hand(serial_number=...)`` opens the USB device,
+``write_joint_enabled(True)`` enables the joints, and positions have the description's zero
+and sign.
 """
 
 from __future__ import annotations
 
+import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from r2s2r.optional import missing_extra
 from r2s2r.rig.interfaces import HandState
+from r2s2r.sim.robots.wuji_hand import FINGERS, JOINTS_PER_FINGER, WUJI_JOINT_NAMES
 
-FINGERS, JOINTS_PER_FINGER = 5, 4
+# The SDK release this driver was written against, and the releases it accepts (same major).
+WUJIHANDPY_VERSION = "1.8.0"
+WUJIHANDPY_SUPPORTED = ((1, 8), (2, 0))  # [low, high)
+_NAME = re.compile(r"(?:(?:right|left)_)?finger([1-5])_joint([1-4])")
 
 
 def import_wujihandpy() -> Any:
@@ -35,29 +48,76 @@ def import_wujihandpy() -> Any:
     return wujihandpy
 
 
-def to_grid(q: np.ndarray, what: str = "hand joint targets") -> np.ndarray:
-    """Joint vector (20,) thumb first → the SDK's (5, 4) finger-by-joint array."""
-    arr = np.asarray(q, dtype=np.float64)
-    if arr.shape != (FINGERS * JOINTS_PER_FINGER,):
-        raise ValueError(f"{what}: expected 20 joint values (thumb first), got shape {arr.shape}")
-    if not np.isfinite(arr).all():
-        raise ValueError(f"{what}: non-finite values {arr}")
-    return arr.reshape(FINGERS, JOINTS_PER_FINGER).copy()
+def check_sdk_version(sdk: Any) -> str:
+    """The installed SDK's version; raises if it is not one this driver was written for."""
+    installed = str(getattr(sdk, "__version__", "unknown"))
+    low, high = WUJIHANDPY_SUPPORTED
+    parts = re.match(r"(\d+)\.(\d+)", installed)
+    release = (int(parts[1]), int(parts[2])) if parts else None
+    if release is None or not low <= release < high:
+        raise RuntimeError(
+            f"wujihandpy {installed} is installed; the Wuji hand driver was written for "
+            f"wujihandpy {WUJIHANDPY_VERSION} and needs >={low[0]}.{low[1]},<{high[0]}.{high[1]} "
+            f"(pip install 'wujihandpy=={WUJIHANDPY_VERSION}')"
+        )
+    return installed
 
 
-def from_grid(grid: Any) -> np.ndarray:
-    """The SDK's (5, 4) finger-by-joint array → joint vector (20,) thumb first."""
-    arr = np.asarray(grid, dtype=np.float64)
-    if arr.shape != (FINGERS, JOINTS_PER_FINGER):
-        raise ValueError(f"the hand reported joint positions of shape {arr.shape}, not (5, 4)")
-    return arr.reshape(-1).copy()
+def sdk_index(name: str) -> tuple[int, int]:
+    """The SDK grid's (row, column) of the vendor's joint ``name`` (with or without its side:
+    ``right_finger2_joint1`` or ``finger2_joint1``)."""
+    match = _NAME.fullmatch(name)
+    if match is None:
+        raise ValueError(
+            f"{name!r} is not a Wuji hand joint name (the vendor's: finger{{1-5}}_joint{{1-4}}, "
+            "optionally after right_ or left_)"
+        )
+    return int(match[1]) - 1, int(match[2]) - 1
+
+
+class JointMap:
+    """Where each of the cell's hand joints (``names``, in the cell's order) sits in the SDK's
+    (5, 4) grid."""
+
+    def __init__(self, names: Sequence[str] = WUJI_JOINT_NAMES) -> None:
+        self.names = tuple(names)
+        cells = [sdk_index(n) for n in self.names]
+        if sorted(cells) != [(f, k) for f in range(FINGERS) for k in range(JOINTS_PER_FINGER)]:
+            raise ValueError(
+                f"hand joints {list(self.names)}: need each of the vendor's 20 joints "
+                "(finger1..5 x joint1..4) exactly once"
+            )
+        self.rows = np.array([r for r, _ in cells])
+        self.cols = np.array([c for _, c in cells])
+
+    def to_grid(self, q: np.ndarray, what: str = "hand joint targets") -> np.ndarray:
+        """Joint vector (20,) in the cell's order → the SDK's (5, 4) finger-by-joint array."""
+        arr = np.asarray(q, dtype=np.float64)
+        if arr.shape != (len(self.names),):
+            raise ValueError(
+                f"{what}: expected {len(self.names)} joint values (the cell's order), got "
+                f"shape {arr.shape}"
+            )
+        if not np.isfinite(arr).all():
+            raise ValueError(f"{what}: non-finite values {arr}")
+        grid = np.empty((FINGERS, JOINTS_PER_FINGER))
+        grid[self.rows, self.cols] = arr
+        return grid
+
+    def from_grid(self, grid: Any) -> np.ndarray:
+        """The SDK's (5, 4) finger-by-joint array → joint vector (20,) in the cell's order."""
+        arr = np.asarray(grid, dtype=np.float64)
+        if arr.shape != (FINGERS, JOINTS_PER_FINGER):
+            raise ValueError(f"the hand reported joint positions of shape {arr.shape}, not (5, 4)")
+        return arr[self.rows, self.cols].copy()
 
 
 class WujiHand:
     """One Wuji hand (the ``Hand`` interface); opens and enables it on construction.
 
-    ``sdk`` defaults to the imported ``wujihandpy``; pass another module object with the same
-    API to run the driver without a hand.
+    ``joints`` are the cell's hand joint names in its order (the embodiment's
+    ``hand_joints``). ``sdk`` defaults to the imported ``wujihandpy``; pass another module
+    object with the same API to run the driver without a hand.
     """
 
     def __init__(
@@ -66,19 +126,22 @@ class WujiHand:
         serial_number: str | None = None,
         clock: Callable[[], float] = time.monotonic,
         sdk: Any = None,
+        joints: Sequence[str] = WUJI_JOINT_NAMES,
     ) -> None:
         self.name = name
         self._clock = clock
+        self.map = JointMap(joints)
         sdk = import_wujihandpy() if sdk is None else sdk
+        self.sdk_version = check_sdk_version(sdk)
         self._hand = sdk.Hand() if serial_number is None else sdk.Hand(serial_number=serial_number)
         self._hand.write_joint_enabled(True)
 
     def state(self) -> HandState:
-        q = from_grid(self._hand.read_joint_actual_position())
+        q = self.map.from_grid(self._hand.read_joint_actual_position())
         return HandState(self._clock(), q)
 
     def send_joint_targets(self, q: np.ndarray) -> None:
-        self._hand.write_joint_target_position(to_grid(q, f"{self.name} joint targets"))
+        self._hand.write_joint_target_position(self.map.to_grid(q, f"{self.name} joint targets"))
 
     def close(self) -> None:
         """Disable the joints (the fingers go limp)."""

@@ -14,15 +14,25 @@ from r2s2r.sim.robots.rizon4s import (
     rizon4s_fk,
 )
 from r2s2r.sim.robots.wuji_hand import (
+    ABDUCTION_JOINT,
+    FLEXION_JOINT,
+    HAND_MOUNT_POS,
+    HAND_MOUNT_QUAT,
     WUJI_FINGER_RANGES,
     WUJI_HAND_JOINT_RANGES,
     WUJI_HAND_NAME,
+    WUJI_JOINT_NAMES,
     WUJI_THUMB_RANGES,
     add_hand_actuators,
     add_wuji_hand,
+    towards_thumb,
 )
 
 __all__ = [
+    "ABDUCTION_JOINT",
+    "FLEXION_JOINT",
+    "HAND_MOUNT_POS",
+    "HAND_MOUNT_QUAT",
     "RIZON4S_JOINT_AXES",
     "RIZON4S_JOINT_ORIGINS",
     "RIZON4S_JOINT_RANGES",
@@ -34,6 +44,7 @@ __all__ = [
     "WUJI_FINGER_RANGES",
     "WUJI_HAND_JOINT_RANGES",
     "WUJI_HAND_NAME",
+    "WUJI_JOINT_NAMES",
     "WUJI_THUMB_RANGES",
     "ArmNames",
     "HandNames",
@@ -43,4 +54,5 @@ __all__ = [
     "rizon4s_fk",
     "rpy_to_matrix",
     "rpy_to_quat",
+    "towards_thumb",
 ]

@@ -1,4 +1,17 @@
-"""The Wuji Hand 2 (20 DoF, 5 fingers x 4 joints, thumb first) built with MjSpec."""
+"""The Wuji Hand 2 (20 DoF, 5 fingers x 4 joints, thumb first) built with MjSpec.
+
+Its kinematics are the vendor's description (``wuji-hand-description``, ``mjcf/right.xml`` and
+``mjcf/left.xml``, release 2026.04.27): the joint names and order, every link's frame in its
+parent, the hinge axes and the joint ranges; the masses are its links'. Capsules and a box
+stand in for its meshes. ``docs/hand.md`` has the joint table.
+
+The palm frame is the vendor's: fingers along +z, the palm facing +x, a right hand's thumb on
++y. Fingers 2-5 (index to little) flex at joint 1, turn sideways at joint 2 and flex at joints
+3 and 4; the thumb's joints 1 and 2 place it (opposition and abduction), 3 and 4 flex it. A
+left hand is the right one reflected across the palm's y = 0 plane, as the vendor's left file
+is, with one exception the vendor's file has too: its fingers' sideways joints keep the right
+hand's sense (positive turns a right index towards the thumb, a left one away from it).
+"""
 
 from __future__ import annotations
 
@@ -17,57 +30,132 @@ from r2s2r.sim.robots.common import (
 )
 
 WUJI_HAND_NAME = "wuji2"
-# Wuji hand joint limits per finger (j1 abduction, j2 MCP, j3 PIP, j4 DIP), radians.
-WUJI_THUMB_RANGES: np.ndarray = np.array([[0.0, 1.6], [0.0, 1.6], [0.0, 1.6], [0.0, 1.4]])
-WUJI_FINGER_RANGES: np.ndarray = np.array([[-0.37, 0.37], [0.0, 1.6], [0.0, 1.6], [0.0, 1.4]])
-WUJI_HAND_JOINT_RANGES: np.ndarray = np.vstack([WUJI_THUMB_RANGES] + [WUJI_FINGER_RANGES] * 4)
-# Phalanx lengths (proximal, middle, distal) and the thumb metacarpal length, metres.
-WUJI_PHALANX_LENGTHS: tuple[float, float, float] = (0.045, 0.03, 0.025)
-WUJI_THUMB_METACARPAL: float = 0.03
-WUJI_PHALANX_RADIUS: float = 0.0095
-WUJI_PALM_HALF: tuple[float, float, float] = (0.045, 0.015, 0.05)
-WUJI_PALM_MASS: float = 0.35
-WUJI_PHALANX_MASSES: tuple[float, float, float, float] = (0.01, 0.02, 0.015, 0.01)
+FINGERS, JOINTS_PER_FINGER = 5, 4
 
+# The vendor's joint names without the side (``right_`` / ``left_``), thumb first.
+WUJI_JOINT_NAMES: tuple[str, ...] = tuple(
+    f"finger{f}_joint{k}" for f in range(1, FINGERS + 1) for k in range(1, JOINTS_PER_FINGER + 1)
+)
+# Joint ranges (rad), in the order of WUJI_JOINT_NAMES; both hands share them.
+WUJI_HAND_JOINT_RANGES: np.ndarray = np.array(
+    [
+        [0.0475, 1.6033], [-0.1387, 0.9324], [-0.4642, 1.5623], [-0.4699, 1.5568],
+        [-0.1585, 1.5604], [-0.37, 0.37], [-0.4777, 1.5485], [-0.4683, 1.5753],
+        [-0.1644, 1.5516], [-0.37, 0.37], [-0.4739, 1.5512], [-0.4684, 1.5745],
+        [-0.1554, 1.5585], [-0.37, 0.37], [-0.4765, 1.5487], [-0.4777, 1.5634],
+        [-0.1626, 1.5585], [-0.37, 0.37], [-0.4768, 1.549], [-0.4683, 1.5735],
+    ]
+)  # fmt: skip
+WUJI_HAND_JOINT_RANGES.setflags(write=False)
+WUJI_THUMB_RANGES: np.ndarray = WUJI_HAND_JOINT_RANGES[:4]
+WUJI_FINGER_RANGES: np.ndarray = WUJI_HAND_JOINT_RANGES[4:8]
+# Joint 1 of fingers 2-5 flexes the finger at the knuckle; joint 2 turns it sideways.
+FLEXION_JOINT, ABDUCTION_JOINT = 0, 1
+
+# Where the palm sits on the arm's flange: turned so that the palm faces the flange's +y and a
+# right thumb points to its -x (the cell's TCP convention), the middle finger's knuckle
+# 0.112 m out along the flange's z axis.
+HAND_MOUNT_POS: tuple[float, float, float] = (0.0, 0.0, 0.0225)
+HAND_MOUNT_QUAT: tuple[float, float, float, float] = (np.sqrt(0.5), 0.0, 0.0, np.sqrt(0.5))
+
+# The right hand's link frames in their parents (position, quaternion w x y z), from the
+# vendor's right.xml. The thumb's four links; its tip (the distal mesh's far end) in link 4.
+_THUMB_LINKS: tuple[tuple[Vec3, Quat], ...] = (
+    ((0.0084399, 0.020587, 0.028893), (0.682219, -0.617669, 0.0805047, -0.382859)),
+    ((-0.0047549, -0.0058191, 0.014132), (0.726252, 0.290851, -0.0855912, -0.616958)),
+    ((-0.000266705, 0.000991502, 0.0346656), (0.815739, 0.0150036, 0.0212382, 0.577836)),
+    ((0.0, 0.0002, 0.0295), (1.0, 0.0, 0.0, 0.0)),
+)
+_THUMB_TIP: Vec3 = (-0.00105, -0.0002, 0.0331)
+# Link 1 (the knuckle) of fingers 2-5 in the palm; links 2-4 of a finger in their parents
+# (the same for the four); the tip in link 4.
+_FINGER_BASES: tuple[tuple[Vec3, Quat], ...] = (
+    ((-0.0058701, 0.029434, 0.091917), (0.991689, -0.0588295, -0.0292755, -0.110614)),
+    ((-0.01046, 0.0074615, 0.089544), (0.999048, -1.26848e-05, -0.0436192, 0.000290547)),
+    ((-0.0076649, -0.013712, 0.084429), (0.997789, 0.0461019, -0.0405884, 0.0254002)),
+    ((-0.00226865, -0.0340011, 0.0742813), (0.990869, 0.0993173, -0.0383255, 0.0827362)),
+)
+_FINGER_LINKS: tuple[tuple[Vec3, Quat], ...] = (
+    ((0.0022, 0.0, 0.004), (0.707107, 0.0, 0.0, 0.707107)),
+    ((0.0, 0.00475, 0.0436177), (0.707012, 0.0, 0.0, -0.707202)),
+    ((0.0, -0.0002, 0.0295), (1.0, 0.0, 0.0, 0.0)),
+)
+_FINGER_TIP: Vec3 = (-0.00105, 0.0002, 0.029)
+# Link masses (kg): the palm, the thumb's links 1-4, a finger's links 1-4.
+WUJI_PALM_MASS = 0.16914
+WUJI_THUMB_MASSES: tuple[float, ...] = (0.0075, 0.0248, 0.0165, 0.0206)
+WUJI_FINGER_MASSES: tuple[float, ...] = (0.0032, 0.033, 0.0165, 0.01718)
+# Every joint turns about its link's y axis.
+_AXIS = (0.0, 1.0, 0.0)
+
+# The stand-in shapes: phalanx capsules about as thick as the vendor's links (15 mm), and a
+# palm box spanning its mesh from the wrist to below the knuckles (centre, half sizes).
+WUJI_PHALANX_RADIUS = 0.0075
+_PALM_BOX: tuple[Vec3, Vec3] = ((-0.0019, -0.0024, 0.04), (0.016, 0.0405, 0.04))
 _HAND_RGBA = (0.25, 0.25, 0.28, 1.0)
+# Contact bits (contype, conaffinity) of the palm and of each link of a finger, by link: the
+# palm and the proximal links (link 2, which starts beside or inside the palm box) never touch
+# each other, as the vendor's model keeps them apart; each touches everything else, which has
+# MuJoCo's default bits (1, 1). A finger's link 1 is the knuckle's short yoke, which the
+# vendor's model does not collide either; the thumb's, which sits inside the palm, is drawn
+# only.
+_PALM_CONTACT = (2, 1)
+_CONTACT: tuple[tuple[int, int], ...] = ((0, 0), (4, 5), (1, 1))
 
 
-def _mirror_vec(v: Sequence[float], mirror: bool) -> list[float]:
-    """Reflect a position across the palm's x = 0 plane when ``mirror`` is set."""
-    return [-v[0], v[1], v[2]] if mirror else list(v)
+def towards_thumb(side: str) -> float:
+    """The sign of a sideways joint's turn (joint 2 of fingers 2-5) that moves the finger
+    towards the thumb on hand ``side``: the vendor's left hand keeps the right's sense."""
+    if side not in ("right", "left"):
+        raise ValueError(f"side must be 'right' or 'left', got {side!r}")
+    return 1.0 if side == "right" else -1.0
 
 
-def _mirror_axis(a: Sequence[float], mirror: bool) -> list[float]:
-    """Reflect a rotation axis (a pseudovector) across the x = 0 plane when ``mirror`` is set."""
-    return [a[0], -a[1], -a[2]] if mirror else list(a)
+def _mirror_pos(p: Sequence[float], mirror: bool) -> list[float]:
+    """Reflect a position across the palm's y = 0 plane when ``mirror`` is set."""
+    return [p[0], -p[1], p[2]] if mirror else list(p)
 
 
 def _mirror_quat(q: Sequence[float], mirror: bool) -> list[float]:
-    """Reflect a rotation across the x = 0 plane when ``mirror`` is set."""
-    return [q[0], q[1], -q[2], -q[3]] if mirror else list(q)
+    """The frame reflected across the y = 0 plane (kept right-handed) when ``mirror`` is set:
+    a hinge about the same local axis then moves as the reflection of the original."""
+    return [q[0], -q[1], q[2], -q[3]] if mirror else list(q)
 
 
-def _add_phalanx(
-    parent: mujoco.MjsBody, name: str, pos: Sequence[float], length: float, mass: float
-) -> mujoco.MjsBody:
-    """Add a phalanx body whose capsule starts at the body origin and runs along local z."""
-    body = parent.add_body(name=name, pos=list(pos))
-    set_inertial(
-        body,
-        mass,
-        (0.0, 0.0, 0.5 * length),
-        cylinder_inertia(mass, WUJI_PHALANX_RADIUS, length),
-    )
-    body.add_geom(
-        name=f"{name}_geom",
+def _capsule(
+    body: mujoco.MjsBody, name: str, end: Sequence[float], contact: tuple[int, int]
+) -> None:
+    """A phalanx capsule from the body's origin to ``end`` (its local frame), with the contact
+    bits ``contact`` (contype, conaffinity; none: drawn only)."""
+    geom = body.add_geom(
+        name=name,
         type=mujoco.mjtGeom.mjGEOM_CAPSULE,
-        fromto=[0.0, 0.0, 0.0, 0.0, 0.0, length],
+        fromto=[0.0, 0.0, 0.0, *end],
         size=[WUJI_PHALANX_RADIUS, 0.0, 0.0],
         rgba=list(_HAND_RGBA),
         friction=[1.0, 0.02, 0.001],
         condim=4,
     )
-    return body
+    geom.contype, geom.conaffinity = contact
+    if contact == (0, 0):
+        geom.group = 2
+
+
+def _inertial(body: mujoco.MjsBody, mass: float, end: Sequence[float]) -> None:
+    """The link's mass spread along the segment from its origin to ``end``."""
+    length = max(float(np.linalg.norm(end)), 0.005)
+    set_inertial(
+        body,
+        mass,
+        [0.5 * float(e) for e in end],
+        cylinder_inertia(mass, WUJI_PHALANX_RADIUS, length),
+    )
+
+
+def _tip_end(tip: Sequence[float]) -> list[float]:
+    """Where the distal capsule's axis ends: a radius short of the tip."""
+    t = np.asarray(tip, dtype=float)
+    return list(t - WUJI_PHALANX_RADIUS * t / np.linalg.norm(t))
 
 
 def add_wuji_hand(
@@ -78,109 +166,87 @@ def add_wuji_hand(
     side: str = "right",
     gravcomp: float = 1.0,
 ) -> HandNames:
-    """Add a 20-DoF Wuji-style hand (thumb first) under ``parent``; fingers point along +z.
+    """Add a 20-DoF Wuji Hand 2 under ``parent`` with its palm frame at ``pos``/``quat``.
 
-    The palm faces +y and fingers flex towards it. A right hand has its thumb on the -x side;
-    ``side="left"`` mirrors the hand across the x = 0 plane.
+    Joints are named ``{prefix}finger{f}_joint{k}`` (the vendor's names without their side),
+    links ``{prefix}finger{f}_link{k}``; fingertip sites ``{prefix}finger{f}_tip``.
+    ``HAND_MOUNT_POS``/``HAND_MOUNT_QUAT`` put it on the arm's flange.
     """
     if side not in ("right", "left"):
         raise ValueError(f"side must be 'right' or 'left', got {side!r}")
     mirror = side == "left"
     scale = angle_scale(parent)
-    hx, hy, hz = WUJI_PALM_HALF
     palm = parent.add_body(name=f"{prefix}palm_link", pos=list(pos), quat=list(quat))
     palm.gravcomp = gravcomp
-    m = WUJI_PALM_MASS
-    box_inertia = [
-        m * (hy**2 + hz**2) / 3.0,
-        m * (hx**2 + hz**2) / 3.0,
-        m * (hx**2 + hy**2) / 3.0,
-    ]
-    set_inertial(palm, m, (0.0, 0.0, hz), box_inertia)
+    centre, half = _PALM_BOX
+    m, (hx, hy, hz) = WUJI_PALM_MASS, half
+    box_inertia = [m * (hy**2 + hz**2) / 3.0, m * (hx**2 + hz**2) / 3.0, m * (hx**2 + hy**2) / 3.0]
+    set_inertial(palm, m, _mirror_pos(centre, mirror), box_inertia)
     palm.add_geom(
         name=f"{prefix}palm_geom",
         type=mujoco.mjtGeom.mjGEOM_BOX,
-        size=[hx, hy, hz],
-        pos=[0.0, 0.0, hz],
+        size=list(half),
+        pos=_mirror_pos(centre, mirror),
         rgba=list(_HAND_RGBA),
         friction=[1.0, 0.02, 0.001],
         condim=4,
+        contype=_PALM_CONTACT[0],
+        conaffinity=_PALM_CONTACT[1],
     )
-    palm.add_site(name=f"{prefix}palm", pos=[0.0, hy, hz], size=[0.006, 0.0, 0.0])
-    bodies: list[str] = [f"{prefix}palm_link"]
+    front = (centre[0] + half[0], centre[1], centre[2])
+    palm.add_site(name=f"{prefix}palm", pos=_mirror_pos(front, mirror), size=[0.006, 0.0, 0.0])
+    bodies: list[str] = [palm.name]
     joints: list[str] = []
     tips: list[str] = []
-    flex_axis = _mirror_axis((-1.0, 0.0, 0.0), mirror)
-    # Thumb base pose: tilted by `tilt` from +z towards -x, on the -x side of the palm.
-    tilt = 0.9
-    thumb_quat = _mirror_quat([np.cos(-tilt / 2.0), 0.0, np.sin(-tilt / 2.0), 0.0], mirror)
-    # The thumb rotation axis is -z of the palm, expressed in the tilted thumb frame, so that
-    # positive rotation swings the thumb in front of the palm (opposition).
-    thumb_rot_axis = _mirror_axis((-np.sin(tilt), 0.0, -np.cos(tilt)), mirror)
-    # Knuckles sit just above the palm top so that the proximal capsules clear the palm box.
-    finger_x = (-0.033, -0.011, 0.011, 0.033)
-    knuckle_z = 2.0 * hz + WUJI_PHALANX_RADIUS + 0.0025
-    for finger in range(1, 6):
-        tag = f"{prefix}f{finger}"
-        ranges = (WUJI_THUMB_RANGES if finger == 1 else WUJI_FINGER_RANGES) * scale
-        if finger == 1:
-            # The thumb's first link carries a short metacarpal segment before the MCP joint.
-            root_pos, root_quat = (-hx, 0.005, 0.03), thumb_quat
-            j1_axis, meta = thumb_rot_axis, WUJI_THUMB_METACARPAL
-            seg_lengths: tuple[float, float, float] = (0.035, 0.03, 0.025)
+    for finger in range(1, FINGERS + 1):
+        thumb = finger == 1
+        if thumb:
+            links, tip, masses = _THUMB_LINKS, _THUMB_TIP, WUJI_THUMB_MASSES
         else:
-            root_pos, root_quat = (finger_x[finger - 2], 0.0, knuckle_z), [1.0, 0.0, 0.0, 0.0]
-            j1_axis, meta = _mirror_axis((0.0, 1.0, 0.0), mirror), 0.0
-            seg_lengths = WUJI_PHALANX_LENGTHS
-        root = palm.add_body(name=f"{tag}_link1", pos=_mirror_vec(root_pos, mirror), quat=root_quat)
-        mass = WUJI_PHALANX_MASSES[0]
-        set_inertial(
-            root,
-            mass,
-            (0.0, 0.0, 0.5 * meta),
-            cylinder_inertia(mass, WUJI_PHALANX_RADIUS, max(meta, 0.01)),
-        )
-        if meta > 0.0:
-            # The metacarpal overlaps the palm box, so it is visual only (the palm collides).
-            root.add_geom(
-                name=f"{tag}_link1_geom",
-                type=mujoco.mjtGeom.mjGEOM_CAPSULE,
-                fromto=[0.0, 0.0, 0.0, 0.0, 0.0, meta],
-                size=[WUJI_PHALANX_RADIUS * 1.1, 0.0, 0.0],
-                rgba=list(_HAND_RGBA),
-                contype=0,
-                conaffinity=0,
-                group=2,
+            links = (_FINGER_BASES[finger - 2], *_FINGER_LINKS)
+            tip, masses = _FINGER_TIP, WUJI_FINGER_MASSES
+        # Each link's capsule runs to the next link's origin; the last one's to the tip.
+        ends = [links[k + 1][0] for k in range(3)] + [_tip_end(tip)]
+
+        def reflect(k: int, thumb: bool = thumb) -> bool:
+            """Whether link ``k``'s origin (k = 4: the tip) is reflected: the vendor's left
+            file keeps the right's 0.2 mm sideways offset of fingers 2-5's distal link and
+            tip unreflected."""
+            return mirror and (thumb or k < 3)
+
+        body = palm
+        for k in range(JOINTS_PER_FINGER):
+            link_pos, link_quat = links[k]
+            name = f"{prefix}finger{finger}_link{k + 1}"
+            body = body.add_body(
+                name=name,
+                pos=_mirror_pos(link_pos, reflect(k)),
+                quat=_mirror_quat(link_quat, mirror),
             )
-        offsets = (meta, seg_lengths[0], seg_lengths[1])
-        body = root
-        for k in range(1, 5):
-            if k > 1:
-                body = _add_phalanx(
-                    body,
-                    f"{tag}_link{k}",
-                    (0.0, 0.0, offsets[k - 2]),
-                    seg_lengths[k - 2],
-                    WUJI_PHALANX_MASSES[k - 1],
-                )
             body.gravcomp = gravcomp
-            bodies.append(body.name)
-            body.add_joint(
-                name=f"{tag}_j{k}",
+            end = _mirror_pos(ends[k], reflect(k + 1))
+            _inertial(body, masses[k], end)
+            if k > 0 or thumb:
+                _capsule(body, f"{name}_geom", end, _CONTACT[min(k, 2)])
+            axis = list(_AXIS)
+            if mirror and not thumb and k == ABDUCTION_JOINT:
+                axis = [-a for a in axis]
+            joint = body.add_joint(
+                name=f"{prefix}finger{finger}_joint{k + 1}",
                 type=mujoco.mjtJoint.mjJNT_HINGE,
-                axis=j1_axis if k == 1 else flex_axis,
+                axis=axis,
                 limited=mujoco.mjtLimited.mjLIMITED_TRUE,
-                range=list(ranges[k - 1]),
+                range=list(WUJI_HAND_JOINT_RANGES[JOINTS_PER_FINGER * (finger - 1) + k] * scale),
                 armature=0.0003,
                 damping=[0.01, 0.0, 0.0],
             )
-            joints.append(f"{tag}_j{k}")
-        tips.append(f"{tag}_tip")
-        body.add_site(
-            name=tips[-1],
-            pos=[0.0, 0.0, seg_lengths[2] + 0.5 * WUJI_PHALANX_RADIUS],
-            size=[0.004, 0.0, 0.0],
-        )
+            joints.append(joint.name)
+            bodies.append(name)
+        tips.append(f"{prefix}finger{finger}_tip")
+        # The fingertip site sits half a radius inside the tip.
+        shrink = 1.0 - 0.5 * WUJI_PHALANX_RADIUS / float(np.linalg.norm(tip))
+        tip_at = [shrink * t for t in tip]
+        body.add_site(name=tips[-1], pos=_mirror_pos(tip_at, reflect(4)), size=[0.004, 0.0, 0.0])
     return HandNames(
         robot=WUJI_HAND_NAME,
         joints=tuple(joints),
