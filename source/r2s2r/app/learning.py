@@ -174,22 +174,8 @@ def _train(
         raise RequestError(f"training failed: {proc.failure() or proc.log_tail()}")
 
 
-def run(
-    request: LearningRequest, progress: ProgressFn | None = None, cancel: Cancel | None = None
-) -> dict[str, Any]:
-    """Record, train, evaluate (each skipped where already done); the summary, also written
-    to ``OUT/learning.json``."""
-    from r2s2r.app.evaluate import EvalRequest
-    from r2s2r.app.evaluate import evaluate as run_eval
-    from r2s2r.app.record import RecordRequest
-    from r2s2r.app.record import record as run_record
-    from r2s2r.data import Dataset
-    from r2s2r.eval.funnel import funnel_counts
-    from r2s2r.eval.stats import wilson_interval
-    from r2s2r.policy import checkpoint as ckpt
-    from r2s2r.policy.train import read_metrics
-    from r2s2r.runtime import RuntimeCfg
-
+def _check_folder(request: LearningRequest) -> Path:
+    """The benchmark folder, made; refused where it holds a benchmark of other settings."""
     out = Path(request.out)
     out.mkdir(parents=True, exist_ok=True)
     saved = out / "request.json"
@@ -202,107 +188,125 @@ def run(
             )
     else:
         saved.write_text(json.dumps(request.model_dump(mode="json"), indent=1))
-    wall: dict[str, float] = {}
-    seed = request.seed
-    # The hidden cell is the seed's; demonstrations and trials meet distinct instances.
-    demos, trials = split_instances(seed, request.demos + request.val_demos, request.trials)
-    data = out / "demos"
+    return out
 
-    # 1. Record: one take per instance (its seed names the instance), appended in order.
-    t0 = time.perf_counter()
+
+def _record(
+    request: LearningRequest,
+    data: Path,
+    demos: list[int],
+    progress: ProgressFn | None,
+    cancel: Cancel | None,
+) -> None:
+    """One take per instance (its seed names the instance), in the benchmark's cell,
+    appended in order after those already recorded."""
+    from r2s2r.app.record import RecordRequest
+    from r2s2r.app.record import record as run_record
+    from r2s2r.data import Dataset
+
     have = Dataset(data).num_episodes if (data / "meta" / "info.json").is_file() else 0
     for k in range(have, len(demos)):
         if cancel is not None and cancel.cancelled:
             raise RequestError("cancelled while recording")
         report(progress, "record", k, len(demos))
-        run_record(
-            RecordRequest(
-                out=data,
-                episodes=1,
-                seed=demos[k],
-                cell=seed,
-                image_size=request.image_size,
-                lossless=True,
-            )
+        take = RecordRequest(
+            out=data,
+            episodes=1,
+            seed=demos[k],
+            cell=request.seed,
+            image_size=request.image_size,
+            lossless=True,
         )
+        run_record(take)
     report(progress, "record", len(demos), len(demos))
-    wall["record_s"] = time.perf_counter() - t0
-    recorded = Dataset(data)
-    successful = sum(bool(e.get("success")) for e in recorded.episodes[: request.demos])
 
-    # 2. Train the recipe on the first ``demos`` episodes, the rest held out, in a process
-    # of its own (``processes`` data-parallel ones, each a share of the batch).
-    t0 = time.perf_counter()
-    run_dir = out / "run"
-    last = ckpt.latest_checkpoint(run_dir)
-    if last is None or ckpt.load_checkpoint(last, optimizer=False).step < request.steps:
-        _train(request, data, run_dir, resume=last is not None, progress=progress, cancel=cancel)
-    wall["train_s"] = time.perf_counter() - t0
-    metrics = read_metrics(run_dir)
-    rates = [m["samples_per_s"] for m in metrics if m.get("samples_per_s")]
-    vals = [m for m in metrics if m.get("val_loss") is not None]
 
-    # 3. Evaluate on the unseen instances, in the same hidden cell.
-    t0 = time.perf_counter()
-    protocol = out / "unseen.yaml"
-    protocol.write_text(
-        f"name: unseen\ntrials: {{nominal: {len(trials)}}}\nseeds: {json.dumps(trials)}\n"
-        "description: nominal instances no demonstration of the run used\n"
+def _evaluate(
+    request: LearningRequest,
+    policy: Path,
+    where: Path,
+    protocol: Path,
+    count: int | None,
+    progress: ProgressFn | None,
+    cancel: Cancel | None,
+) -> Any:
+    """The first ``count`` (all: None) trials of ``protocol`` for ``policy`` (a run or one of
+    its checkpoints) into ``where``."""
+    from r2s2r.app.evaluate import EvalRequest
+    from r2s2r.app.evaluate import evaluate as run_eval
+    from r2s2r.runtime import RuntimeCfg
+
+    runtime = RuntimeCfg(
+        execution=request.execution,  # type: ignore[arg-type]  # RuntimeCfg checks it.
+        exec_horizon=request.exec_horizon,
+        delay_periods=request.delay_periods,
+        max_s=request.max_seconds,
     )
+    evaluation = EvalRequest(
+        out=where,
+        policy=str(policy),
+        cell=request.seed,
+        noise_seed=request.seed,
+        protocol=str(protocol),
+        trials=count,
+        instances="unseen",
+        runtime=runtime,
+        video="none",
+        image_size=request.image_size,
+        device="cpu",
+    )
+    return run_eval(evaluation, progress=progress, cancel=cancel)
 
-    def trials_of(policy: Path, where: Path, count: int | None = None) -> Any:
-        return run_eval(
-            EvalRequest(
-                out=where,
-                policy=str(policy),
-                cell=seed,
-                noise_seed=seed,
-                protocol=str(protocol),
-                trials=count,
-                instances="unseen",
-                runtime=RuntimeCfg(
-                    execution=request.execution,  # type: ignore[arg-type]  # RuntimeCfg checks.
-                    exec_horizon=request.exec_horizon,
-                    delay_periods=request.delay_periods,
-                    max_s=request.max_seconds,
-                ),
-                video="none",
-                image_size=request.image_size,
-                device="cpu",
-            ),
-            progress=progress,
-            cancel=cancel,
-        )
 
-    evaluated = trials_of(run_dir, out / "eval")
-    wall["eval_s"] = time.perf_counter() - t0
+def _curve(
+    request: LearningRequest,
+    out: Path,
+    protocol: Path,
+    metrics: list[dict[str, Any]],
+    progress: ProgressFn | None,
+    cancel: Cancel | None,
+) -> list[dict[str, Any]]:
+    """Each kept checkpoint on the first ``curve_trials`` unseen trials, with the
+    validation figures logged at its step."""
+    from r2s2r.eval.funnel import funnel_counts
+    from r2s2r.policy import checkpoint as ckpt
+
+    by_step = {int(m["step"]): m for m in metrics}
     curve = []
-    if request.curve_every:
-        t0 = time.perf_counter()
-        by_step = {int(m["step"]): m for m in metrics}
-        for folder in sorted((run_dir / ckpt.CHECKPOINTS).glob("step_*")):
-            step = int(folder.name.split("_")[1])
-            n = min(request.curve_trials, len(trials))
-            point = trials_of(folder, out / "curve" / folder.name, n)
-            row = by_step.get(step, {})
-            curve.append(
-                {
-                    "step": step,
-                    "trials": len(point.records),
-                    "sorted": point.successes,
-                    "funnel": funnel_counts(r.stage for r in point.records),
-                    "val_pos_mm": row.get("val_pos_mm"),
-                    "val_loss": row.get("val_loss"),
-                }
-            )
-        wall["curve_s"] = time.perf_counter() - t0
-        plot_curve(curve, out / "curve.png")
-    records = evaluated.records
+    for folder in sorted((out / "run" / ckpt.CHECKPOINTS).glob("step_*")):
+        step = int(folder.name.split("_")[1])
+        where = out / "curve" / folder.name
+        count = min(request.curve_trials, request.trials)
+        point = _evaluate(request, folder, where, protocol, count, progress, cancel)
+        row = by_step.get(step, {})
+        curve.append(
+            {
+                "step": step,
+                "trials": len(point.records),
+                "sorted": point.successes,
+                "funnel": funnel_counts(r.stage for r in point.records),
+                "val_pos_mm": row.get("val_pos_mm"),
+                "val_loss": row.get("val_loss"),
+            }
+        )
+    plot_curve(curve, out / "curve.png")
+    return curve
+
+
+def _summary(
+    request: LearningRequest, records: Any, metrics: list[dict[str, Any]], successful: int
+) -> dict[str, Any]:
+    """The benchmark's figures from the unseen trials' records and the run's log."""
+    from r2s2r.eval.funnel import funnel_counts
+    from r2s2r.eval.stats import wilson_interval
+
     wins = sum(r.success for r in records)
     low, high = wilson_interval(wins, len(records)) if records else (0.0, 1.0)
-    summary = {
+    rates = [m["samples_per_s"] for m in metrics if m.get("samples_per_s")]
+    vals = [m for m in metrics if m.get("val_loss") is not None]
+    return {
         "question": "success on nominal instances no demonstration used",
-        "seed": seed,
+        "seed": request.seed,
         "demos": request.demos,
         "demos_successful": successful,
         "val_demos": request.val_demos,
@@ -321,6 +325,52 @@ def run(
         "final_loss": metrics[-1]["loss"] if metrics else None,
         "val_loss": vals[-1]["val_loss"] if vals else None,
         "val_pos_mm": vals[-1]["val_pos_mm"] if vals else None,
+    }
+
+
+def run(
+    request: LearningRequest, progress: ProgressFn | None = None, cancel: Cancel | None = None
+) -> dict[str, Any]:
+    """Record, train, evaluate (each skipped where already done); the summary, also written
+    to ``OUT/learning.json``."""
+    from r2s2r.data import Dataset
+    from r2s2r.policy import checkpoint as ckpt
+    from r2s2r.policy.train import read_metrics
+
+    out = _check_folder(request)
+    # The hidden cell is the seed's; demonstrations and trials meet distinct instances.
+    demos, trials = split_instances(request.seed, request.demos + request.val_demos, request.trials)
+    data, run_dir, wall = out / "demos", out / "run", {}
+    clock = time.perf_counter()
+
+    def lap(name: str) -> None:
+        nonlocal clock
+        wall[name] = time.perf_counter() - clock
+        clock = time.perf_counter()
+
+    _record(request, data, demos, progress, cancel)
+    lap("record_s")
+    episodes = Dataset(data).episodes[: request.demos]
+    successful = sum(bool(e.get("success")) for e in episodes)
+    # Train on the first ``demos`` episodes, the rest held out for validation.
+    last = ckpt.latest_checkpoint(run_dir)
+    if last is None or ckpt.load_checkpoint(last, optimizer=False).step < request.steps:
+        _train(request, data, run_dir, resume=last is not None, progress=progress, cancel=cancel)
+    lap("train_s")
+    metrics = read_metrics(run_dir)
+    protocol = out / "unseen.yaml"
+    protocol.write_text(
+        f"name: unseen\ntrials: {{nominal: {len(trials)}}}\nseeds: {json.dumps(trials)}\n"
+        "description: nominal instances no demonstration of the run used\n"
+    )
+    evaluated = _evaluate(request, run_dir, out / "eval", protocol, None, progress, cancel)
+    lap("eval_s")
+    curve = []
+    if request.curve_every:
+        curve = _curve(request, out, protocol, metrics, progress, cancel)
+        lap("curve_s")
+    summary = {
+        **_summary(request, evaluated.records, metrics, successful),
         "curve": curve,
         "wall_s": wall,
         "machine": machine(),
