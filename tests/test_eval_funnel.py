@@ -122,6 +122,9 @@ def test_the_scripted_operator_passes_every_stage_before_it_sorts(tmp_path: Path
     result = evaluate(setup, ScriptedSource(), rigs)
     record = result.records[0]
     assert record.outcome == "sorted" and record.stage == "sorted"
+    # Both hands stay within their joint ranges: the idle one holds the open hand, not zeros
+    # outside the vendor thumb's range (which the supervisor clamped every period).
+    assert record.safety_events == 0
     assert record.min_hand_distance_m is not None and record.min_hand_distance_m < 0.06
     # Judged from the readings alone (as if it had not been sorted), it passed over the bin.
     funnel = Funnel()

@@ -99,8 +99,11 @@ class TeleopMapper:
         calibration: TrackerCalibration,
         hand_dof: int,
         retargeter: dict[str, Retargeter] | RetargetCfg | None = None,
+        open_hand: np.ndarray | None = None,
     ) -> None:
         self.calibration, self.hand_dof = calibration, hand_dof
+        # What a hand holds until it is driven (the embodiment's ``hand_open``; zeros: None).
+        self.open_hand = np.zeros(hand_dof) if open_hand is None else np.asarray(open_hand)
         if isinstance(retargeter, dict):
             self.retargeters = retargeter
         else:
@@ -118,7 +121,7 @@ class TeleopMapper:
         self.active = active
         for side in ARM_SIDES:
             self.hold[side] = np.asarray(poses[side], dtype=float).copy()
-            self.hand_q[side] = np.zeros(self.hand_dof)
+            self.hand_q[side] = self.open_hand.astype(float).copy()
             self.retargeters[side].reset()
 
     def map(self, reading: HandKeypoints) -> tuple[np.ndarray, np.ndarray | None]:
@@ -161,7 +164,8 @@ class TeleopSession:
         retargeter: dict[str, Retargeter] | RetargetCfg | None = None,
     ) -> None:
         self.rig, self.sup, self.calibration = rig, supervisor, calibration
-        self.mapper = TeleopMapper(calibration, supervisor.embodiment.hand_dof, retargeter)
+        emb = supervisor.embodiment
+        self.mapper = TeleopMapper(calibration, emb.hand_dof, retargeter, emb.hand_open)
         self.retargeters = self.mapper.retargeters
         self.rejected_frames = 0
 

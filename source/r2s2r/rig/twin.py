@@ -336,8 +336,9 @@ class TwinRig:
             quat = mat_to_quat(mat[0])
             offsets = self._flaws.readings.joint_offset_rad
             qpos, _ = self._physics.state()
+            # The hands open, as the cell starts them.
             for arm, a in enumerate(self._action):
-                a[:3], a[3:7], a[7:] = pos[0, arm], quat[arm], 0.0
+                a[:3], a[3:7], a[7:] = pos[0, arm], quat[arm], self.embodiment.hand_open
                 if offsets:
                     # Hold where the arm's own encoders say it is.
                     a[:7] = self._offset_kinematics(arm, qpos[0], np.asarray(offsets[arm]))[1]

@@ -40,7 +40,8 @@ class OperatorPolicy:
         """The operator the twin's recordings use (``r2s2r record --rig twin``), seeded."""
         calibration = TrackerCalibration.twin()
         operator = ScriptedOperator(seed, TwinEyes(twin), twin.task, twin.nominal, calibration)
-        mapper = TeleopMapper(calibration, twin.embodiment.hand_dof)
+        emb = twin.embodiment
+        mapper = TeleopMapper(calibration, emb.hand_dof, open_hand=emb.hand_open)
         return cls(operator, mapper, twin.embodiment)
 
     @property

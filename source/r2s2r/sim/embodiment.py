@@ -161,6 +161,13 @@ class Embodiment:
         """Hand joint position limits (H, 2), radians, thumb first."""
         return _frozen(np.array(self.hand_range, dtype=float).reshape(-1, 2))
 
+    @cached_property
+    def hand_open(self) -> np.ndarray:
+        """The open hand (H,): every joint at zero, or at the end of its range nearest zero
+        (the vendor's thumb cannot turn back to its own zero at joint 1)."""
+        limits = self.hand_limits
+        return _frozen(np.clip(0.0, limits[:, 0], limits[:, 1]))
+
     # ------------------------------------------------------------------ names in the model
     def arm_joint_names(self, side: str) -> tuple[str, ...]:
         """Arm ``side``'s joints as the cell names them, base to wrist."""
