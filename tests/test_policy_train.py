@@ -400,3 +400,16 @@ def test_validation_is_logged_and_changes_nothing_the_run_learns(
     changed = _cfg(demos, tmp_path, val_episodes=2, steps=6)
     with pytest.raises(PolicyError, match="val_episodes"):
         Trainer(changed, with_val, resume=True)
+
+
+def test_the_studio_reads_steps_whose_validation_figures_are_null(tmp_path: Path) -> None:
+    from r2s2r.app.train_process import read_metrics as read_live
+
+    rows = [
+        {"step": 1, "loss": 2.0, "lr": 1e-3, "val_loss": None, "val_pos_mm": None},
+        {"step": 2, "loss": 1.5, "lr": 1e-3, "val_loss": 1.7, "val_pos_mm": 40.0},
+    ]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    got = read_live(tmp_path)
+    assert [r["step"] for r in got] == [1.0, 2.0]
+    assert "val_loss" not in got[0] and got[1]["val_pos_mm"] == 40.0

@@ -170,14 +170,15 @@ class TrainingProcess:
 
 def read_metrics(out: str | Path) -> list[dict[str, float]]:
     """Every logged step of the run at ``out`` (``step``, ``loss``, ``lr``, ...), oldest
-    first; a line still being written is skipped."""
+    first; a line still being written is skipped, and so are the figures a step did not log
+    (``val_loss`` is null between validations)."""
     path = Path(out) / "metrics.jsonl"
     if not path.is_file():
         return []
     rows = []
     for line in path.read_text().splitlines():
         try:
-            rows.append({k: float(v) for k, v in json.loads(line).items()})
+            rows.append({k: float(v) for k, v in json.loads(line).items() if v is not None})
         except (json.JSONDecodeError, TypeError, ValueError):
             continue
     return rows
