@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
+import pyarrow
 import pytest
 import torch
 from typer.testing import CliRunner
@@ -350,15 +352,25 @@ def test_validation_episodes_never_overlap_training(demos: Path, tmp_path: Path)
 
 
 def test_only_successful_keeps_the_successful_takes(demos: Path, tmp_path: Path) -> None:
-    ds = Dataset(demos)
-    successful = [e for e in range(ds.num_episodes) if ds.episodes[e]["success"]]
+    # The fixture's takes are 1.5 s long: none sorts its object.
     cfg = _cfg(demos, tmp_path, only_successful=True)
-    if successful:
-        assert real_split(cfg, ds)[0] == successful
-    else:
-        # The fixture's takes are 1.5 s long: none sorts its object.
-        with pytest.raises(PolicyError, match="no successful episode"):
-            real_split(cfg, ds)
+    with pytest.raises(PolicyError, match="no successful episode"):
+        real_split(cfg, Dataset(demos))
+    # The same takes with the first and the last labelled successful in the episodes table.
+    import pyarrow.parquet as pq
+
+    relabelled = tmp_path / "relabelled"
+    shutil.copytree(demos, relabelled)
+    (table_path,) = (relabelled / "meta" / "episodes").rglob("*.parquet")
+    table = pq.read_table(table_path)
+    column = table.schema.get_field_index("success")
+    table = table.set_column(column, "success", pyarrow.array([True, False, True]))
+    pq.write_table(table, table_path)
+    cfg = _cfg(relabelled, tmp_path, only_successful=True)
+    assert real_split(cfg, Dataset(relabelled)) == ([0, 2], [])
+    # Held-out episodes are the last ones whatever their label; the rest are filtered.
+    held = _cfg(relabelled, tmp_path, only_successful=True, val_episodes=1)
+    assert real_split(held, Dataset(relabelled)) == ([0], [2])
 
 
 def test_windows_come_only_from_the_chosen_episodes(demos: Path, tmp_path: Path) -> None:
@@ -413,3 +425,23 @@ def test_the_studio_reads_steps_whose_validation_figures_are_null(tmp_path: Path
     got = read_live(tmp_path)
     assert [r["step"] for r in got] == [1.0, 2.0]
     assert "val_loss" not in got[0] and got[1]["val_pos_mm"] == 40.0
+
+
+def test_the_probe_scores_held_out_episodes_from_tokens_and_from_pixels(
+    demos: Path, tmp_path: Path
+) -> None:
+    from r2s2r.eval.probe import probe
+
+    run = tmp_path / "run"
+    Trainer(_cfg(demos, tmp_path, steps=2), run).fit()
+    tokens = probe(run, demos, frames=90, alpha=10.0)
+    pixels = probe(run, demos, frames=90, alpha=10.0, pixels=True)
+    # Three takes: the last is held out, whatever the features.
+    ds = Dataset(demos)
+    assert tokens["frames_test"] == pixels["frames_test"] > 0
+    assert tokens["frames_fit"] + tokens["frames_test"] == 90 < len(ds)
+    assert (tokens["features"], pixels["features"]) == ("tokens", "pixels")
+    for result in (tokens, pixels):
+        assert all(np.isfinite(result[k]) for k in ("object_x_cm", "object_y_cm", "belt_speed_r2"))
+    # Other features, other fits.
+    assert tokens["object_x_cm"] != pixels["object_x_cm"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import field_validator, model_validator
 
@@ -21,6 +21,9 @@ from r2s2r.runtime import RuntimeCfg
 from r2s2r.scaleout import check_address
 from r2s2r.spec import Spec
 from r2s2r.spec.base import NonNegInt, PosInt
+
+if TYPE_CHECKING:
+    from r2s2r.eval.protocol import ProtocolSpec
 
 
 class EvalRequest(Spec):
@@ -107,7 +110,7 @@ def check_request(request: EvalRequest) -> None:
         )
 
 
-def _instances_protocol(request: EvalRequest, protocol: Any) -> Any:
+def _instances_protocol(request: EvalRequest, protocol: ProtocolSpec) -> ProtocolSpec:
     """The protocol of ``request.instances`` for its training run (``RequestError`` where the
     policy is not one, or its instances cannot be named)."""
     from r2s2r.eval.instances import InstanceError, instance_protocol, training_instances

@@ -16,20 +16,23 @@ demonstration instances and the trial list together: any seed is a fresh test.
 from __future__ import annotations
 
 import json
-import platform
-import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from r2s2r.app.jobs import Cancel, ProgressFn, RequestError, report
+from r2s2r.eval.instances import draw_seeds
+from r2s2r.sim.bench import machine, source_commit
+
+if TYPE_CHECKING:
+    from r2s2r.eval.runner import EvalResult
+    from r2s2r.eval.trials import TrialRecord
 from r2s2r.spec import Spec
 from r2s2r.spec.base import NonNegInt, PosInt
 
-# Trial and demonstration seeds are drawn from [0, SEED_SPACE) (the protocols' range).
-SEED_SPACE = 1_000_000
 RESULT_FILE = "learning.json"
 # The streams of the benchmark seed that the demonstrations' and the trials' instances come
 # from.
@@ -71,50 +74,11 @@ class LearningRequest(Spec):
     curve_trials: PosInt = 12
 
 
-def draw_seeds(seed: int, stream: int, count: int, exclude: set[int] | None = None) -> list[int]:
-    """``count`` distinct twin seeds from stream ``stream`` of ``seed``, none in ``exclude``."""
-    rng = np.random.default_rng([seed, stream])
-    taken = set(exclude or ())
-    out: list[int] = []
-    while len(out) < count:
-        s = int(rng.integers(SEED_SPACE))
-        if s not in taken:
-            taken.add(s)
-            out.append(s)
-    return out
-
-
 def split_instances(seed: int, demos: int, trials: int) -> tuple[list[int], list[int]]:
     """(demonstration instances, trial instances) of benchmark seed ``seed``: disjoint, and
     neither holds ``seed`` itself (the instance a twin of the cell's seed presents first)."""
     demo_seeds = draw_seeds(seed, DEMO_STREAM, demos, exclude={seed})
     return demo_seeds, draw_seeds(seed, TRIAL_STREAM, trials, exclude={seed, *demo_seeds})
-
-
-def _commit() -> str:
-    try:
-        done = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            cwd=Path(__file__).parent,
-            timeout=10,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return done.stdout.strip() or "unknown"
-
-
-def machine() -> dict[str, Any]:
-    """What the figures were measured on."""
-    import os
-
-    return {
-        "cpu": platform.processor() or platform.machine(),
-        "cores": os.cpu_count(),
-        "python": platform.python_version(),
-        "commit": _commit(),
-    }
 
 
 def _train(
@@ -127,13 +91,8 @@ def _train(
 ) -> None:
     """Train the request's recipe into ``run_dir`` in its own process(es), reporting its
     progress from the run's metrics; a ``RequestError`` where it fails or is cancelled."""
-    from r2s2r.app.train_process import TrainingProcess, TrainLaunch
-    from r2s2r.policy.train import read_metrics
+    from r2s2r.app.train_process import TrainLaunch, split_batch, train_to_end
 
-    if request.batch_size % request.processes:
-        raise RequestError(
-            f"batch size {request.batch_size} does not split over {request.processes} processes"
-        )
     launch = TrainLaunch(
         out=run_dir,
         preset=request.preset,
@@ -142,7 +101,7 @@ def _train(
         val_episodes=request.val_demos,
         val_every=max(1, request.steps // 10),
         steps=request.steps,
-        batch_size=request.batch_size // request.processes,
+        batch_size=split_batch(request.batch_size, request.processes),
         lr=request.lr,
         final_lr=request.final_lr,
         warmup=request.warmup,
@@ -156,22 +115,7 @@ def _train(
         processes=request.processes,
         resume=resume,
     )
-    proc = TrainingProcess(launch, own_session=False)
-    try:
-        while proc.poll() is None:
-            if cancel is not None and cancel.cancelled:
-                proc.stop()
-                raise RequestError("training cancelled; rerun to continue")
-            rows = read_metrics(run_dir)
-            if rows:
-                text = f"loss={rows[-1]['loss']:.4g}, samples/s={rows[-1]['samples_per_s']:.0f}"
-                report(progress, "train", int(rows[-1]["step"]), request.steps, text)
-            time.sleep(2.0)
-    finally:
-        if proc.poll() is None:
-            proc.stop()
-    if proc.wait() != 0:
-        raise RequestError(f"training failed: {proc.failure() or proc.log_tail()}")
+    train_to_end(launch, progress, cancel)
 
 
 def _check_folder(request: LearningRequest) -> Path:
@@ -229,7 +173,7 @@ def _evaluate(
     count: int | None,
     progress: ProgressFn | None,
     cancel: Cancel | None,
-) -> Any:
+) -> EvalResult:
     """The first ``count`` (all: None) trials of ``protocol`` for ``policy`` (a run or one of
     its checkpoints) into ``where``."""
     from r2s2r.app.evaluate import EvalRequest
@@ -294,7 +238,10 @@ def _curve(
 
 
 def _summary(
-    request: LearningRequest, records: Any, metrics: list[dict[str, Any]], successful: int
+    request: LearningRequest,
+    records: Sequence[TrialRecord],
+    metrics: list[dict[str, Any]],
+    successful: int,
 ) -> dict[str, Any]:
     """The benchmark's figures from the unseen trials' records and the run's log."""
     from r2s2r.eval.funnel import funnel_counts
@@ -374,6 +321,7 @@ def run(
         "curve": curve,
         "wall_s": wall,
         "machine": machine(),
+        "commit": source_commit(),
         "finished": evaluated.finished,
         "out": str(out),
     }

@@ -13,11 +13,16 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import model_validator
 
 from r2s2r.spec import Spec
+
+if TYPE_CHECKING:
+    from r2s2r.app.jobs import Cancel, ProgressFn
 
 LOG_FILE = "train.log"
 
@@ -182,3 +187,44 @@ def read_metrics(out: str | Path) -> list[dict[str, float]]:
         except (json.JSONDecodeError, TypeError, ValueError):
             continue
     return rows
+
+
+def split_batch(batch_size: int, processes: int, what: str = "batch size") -> int:
+    """Each process's share of a batch of ``batch_size`` (a ``RequestError`` where it does
+    not split evenly)."""
+    from r2s2r.app.jobs import RequestError
+
+    if batch_size % processes:
+        raise RequestError(f"{what} {batch_size} does not split over {processes} processes")
+    return batch_size // processes
+
+
+def train_to_end(
+    launch: TrainLaunch,
+    progress: ProgressFn | None = None,
+    cancel: Cancel | None = None,
+    poll_s: float = 2.0,
+) -> None:
+    """Run ``launch`` in its own process(es) until it ends, reporting its steps from the
+    run's metrics as stage "train"; a ``RequestError`` where it fails, or where ``cancel``
+    stops it (as Ctrl-C does: it saves a checkpoint, and the same launch with ``resume``
+    continues)."""
+    from r2s2r.app.jobs import RequestError, report
+
+    proc = TrainingProcess(launch, own_session=False)
+    try:
+        while proc.poll() is None:
+            if cancel is not None and cancel.cancelled:
+                proc.stop()
+                raise RequestError("training cancelled; rerun to continue")
+            rows = read_metrics(launch.out)
+            if rows:
+                last = rows[-1]
+                text = f"loss={last['loss']:.4g}, samples/s={last['samples_per_s']:.0f}"
+                report(progress, "train", int(last["step"]), launch.steps, text)
+            time.sleep(poll_s)
+    finally:
+        if proc.poll() is None:
+            proc.stop()
+    if proc.wait() != 0:
+        raise RequestError(f"training failed: {proc.failure() or proc.log_tail()}")

@@ -53,9 +53,8 @@ def measure(
 ) -> dict[str, Any]:
     """Each recipe's samples/s on dataset ``data`` (see the module), and each one's ratio to
     the first."""
-    from r2s2r.app.learning import machine
-    from r2s2r.app.train_process import TrainingProcess, TrainLaunch
-    from r2s2r.policy.train import read_metrics
+    from r2s2r.app.train_process import TrainLaunch, read_metrics, split_batch, train_to_end
+    from r2s2r.sim.bench import machine, source_commit
 
     rates: dict[str, list[float]] = {r.label: [] for r in recipes}
     total, done = rounds * len(recipes), 0
@@ -64,17 +63,13 @@ def measure(
             for recipe in recipes:
                 report(progress, "train speed", done, total, recipe.label)
                 out = Path(tmp) / f"{k}-{len(rates[recipe.label])}-{recipe.preset}"
-                if recipe.batch_size % recipe.processes:
-                    raise RequestError(
-                        f"{recipe.label}: batch {recipe.batch_size} does not split over "
-                        f"{recipe.processes} processes"
-                    )
+                batch = split_batch(recipe.batch_size, recipe.processes, f"{recipe.label}: batch")
                 launch = TrainLaunch(
                     out=out,
                     preset=recipe.preset,
                     real=data,
                     steps=steps,
-                    batch_size=recipe.batch_size // recipe.processes,
+                    batch_size=batch,
                     workers=recipe.workers,
                     warmup=10,
                     lr=1e-3,
@@ -84,9 +79,7 @@ def measure(
                     cache_dir=cache_dir,
                     processes=recipe.processes,
                 )
-                proc = TrainingProcess(launch, own_session=False)
-                if proc.wait() != 0:
-                    raise RequestError(f"{recipe.label}: {proc.failure() or proc.log_tail()}")
+                train_to_end(launch)
                 rates[recipe.label].append(steady_rate(read_metrics(out), recipe.batch_size))
                 done += 1
     report(progress, "train speed", total, total)
@@ -105,4 +98,5 @@ def measure(
             for r in recipes
         ],
         "machine": machine(),
+        "commit": source_commit(),
     }

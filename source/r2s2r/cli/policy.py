@@ -80,6 +80,9 @@ def probe(
     data: Annotated[Path, typer.Option("--data", help="a twin dataset (it tracks the object)")],
     frames: Annotated[int, typer.Option(min=50, help="on-belt frames probed")] = 1500,
     seed: Annotated[int, typer.Option(help="which frames")] = 0,
+    pixels: Annotated[
+        bool, typer.Option("--pixels", help="probe the run's input views, not its tokens")
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
     """Can the policy see where the object is and how fast the belt runs? A linear probe
@@ -88,21 +91,16 @@ def probe(
     from r2s2r.cli.train import require_policy_extra
 
     require_policy_extra()
-    from r2s2r.cli.progress import progress_bar
+    from tqdm import tqdm
+
     from r2s2r.eval.embedding import LatentError
     from r2s2r.eval.probe import probe as run_probe
 
-    with progress_bar((frames + 31) // 32, "probe", "batch", disable=as_json) as show:
-        from r2s2r.app.jobs import Progress
-
-        count = [0]
-
-        def tick() -> None:
-            count[0] += 1
-            show(Progress("probe", count[0]))
-
+    with tqdm(total=(frames + 31) // 32, desc="probe", unit="batch", disable=as_json) as bar:
         try:
-            result = run_probe(run, data, frames, seed=seed, on_batch=tick)
+            result = run_probe(
+                run, data, frames, seed=seed, on_batch=lambda: bar.update(1), pixels=pixels
+            )
         except LatentError as err:
             typer.echo(f"error: {err}", err=True)
             raise typer.Exit(2) from err

@@ -68,11 +68,16 @@ def observation_batch(
     return _concat(samples)
 
 
+def context_tokens(policy: LearnedPolicy, batch: dict) -> np.ndarray:
+    """The context tokens (B, N, width) float32 of a model batch: what the action
+    transformer attends to."""
+    with torch.inference_mode():
+        return policy.model.encode(batch).tokens.float().cpu().numpy()
+
+
 def encode(policy: LearnedPolicy, batch: dict) -> np.ndarray:
     """Embeddings (B, width) float32 of a model batch: the mean of its context tokens."""
-    with torch.inference_mode():
-        ctx = policy.model.encode(batch)
-        return ctx.tokens.float().mean(dim=1).cpu().numpy()
+    return context_tokens(policy, batch).mean(axis=1)
 
 
 def embed(

@@ -18,6 +18,9 @@ from r2s2r.eval.protocol import SEED_SPACE, ProtocolSpec, trial_list
 from r2s2r.eval.trials import INSTANCE_KINDS
 from r2s2r.policy import checkpoint as ckpt
 
+# The stream of the protocol seed that replaces trials meeting a training instance.
+REDRAW_STREAM = 0x0F5EE7
+
 
 class InstanceError(ValueError):
     """A run whose training instances cannot be named, or a protocol that cannot be made."""
@@ -51,8 +54,8 @@ def instance_protocol(
     kind: str, protocol: ProtocolSpec, protocol_seed: int, trained: list[int], trials: int | None
 ) -> ProtocolSpec:
     """``train``: ``trials`` nominal trials (all: None) of the training instances, in order;
-    ``unseen``: ``protocol``'s trials with every seed that names a training instance redrawn
-    (from ``protocol_seed``) until none does."""
+    ``unseen``: ``protocol``'s trials, each whose seed names a training instance given a
+    fresh seed (drawn from ``protocol_seed``) that names none."""
     if kind not in INSTANCE_KINDS:
         raise InstanceError(f"instances: expected one of {INSTANCE_KINDS}, got {kind!r}")
     if kind == "train":
@@ -68,11 +71,20 @@ def instance_protocol(
             description="the policy's own training instances",
         )
     seeds = [t.seed for t in trial_list(protocol, protocol_seed)]
-    taken, rng = set(trained), np.random.default_rng([protocol_seed, 0x0F5EE7])
-    out = []
-    for s in seeds:
-        while s in taken:
-            s = int(rng.integers(SEED_SPACE))
-        taken.add(s)
-        out.append(s)
-    return protocol.replace(seeds=tuple(out))
+    clashes = sum(s in trained for s in seeds)
+    fresh = iter(draw_seeds(protocol_seed, REDRAW_STREAM, clashes, {*trained, *seeds}))
+    return protocol.replace(seeds=tuple(next(fresh) if s in trained else s for s in seeds))
+
+
+def draw_seeds(seed: int, stream: int, count: int, exclude: set[int] | None = None) -> list[int]:
+    """``count`` distinct twin seeds from stream ``stream`` of ``seed`` (in the protocols'
+    seed range), none in ``exclude``."""
+    rng = np.random.default_rng([seed, stream])
+    taken = set(exclude or ())
+    out: list[int] = []
+    while len(out) < count:
+        s = int(rng.integers(SEED_SPACE))
+        if s not in taken:
+            taken.add(s)
+            out.append(s)
+    return out

@@ -17,20 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from r2s2r.data.reader import Dataset
-from r2s2r.eval.embedding import LatentError, observation_batch
+from r2s2r.eval.embedding import LatentError, context_tokens, observation_batch
 from r2s2r.policy.learned import LearnedPolicy
 
 ENV_KEY = "observation.environment_state"
 # Frames whose object is within this height of where it first rode count as on the belt.
 ON_BELT_M = 0.01
-
-
-def _tokens(policy: LearnedPolicy, batch: dict) -> np.ndarray:
-    with torch.inference_mode():
-        return policy.model.encode(batch).tokens.float().flatten(1).cpu().numpy()
 
 
 def _ridge(x: np.ndarray, y: np.ndarray, alpha: float) -> tuple[np.ndarray, np.ndarray]:
@@ -76,11 +70,13 @@ def probe(
     alpha: float | None = None,
     seed: int = 0,
     on_batch: Callable[[], None] | None = None,
+    pixels: bool = False,
 ) -> dict[str, Any]:
     """The probe's held-out errors: object x and y (cm), belt speed (R^2 and cm/s), over up
     to ``frames`` on-belt frames of ``data``, the last ``test_share`` of its episodes held
     out. The ridge's ``alpha`` is chosen by cross-validation over the fitted episodes where
-    not given."""
+    not given. ``pixels``: probe the views themselves (the run's cameras, as the policy is
+    given them) instead of its tokens, for scale."""
     ds = Dataset(Path(data))
     low = ds.low_dim()
     if ENV_KEY not in low:
@@ -100,7 +96,9 @@ def probe(
     picks = np.sort(rng.choice(picks, min(frames, len(picks)), replace=False))
     feats = []
     for start in range(0, len(picks), 32):
-        feats.append(_tokens(policy, observation_batch(policy, ds, picks[start : start + 32])))
+        batch = observation_batch(policy, ds, picks[start : start + 32])
+        seen = batch["images"].float().numpy() / 255 if pixels else context_tokens(policy, batch)
+        feats.append(seen.reshape(len(batch["task"]), -1))
         if on_batch is not None:
             on_batch()
     x = np.concatenate(feats)
@@ -115,6 +113,7 @@ def probe(
     r2 = 1 - (err**2).mean(axis=0) / var
     return {
         "run": str(run),
+        "features": "pixels" if pixels else "tokens",
         "data": str(data),
         "frames_fit": int((~test).sum()),
         "alpha": alpha,

@@ -86,47 +86,39 @@ def policy_progress(log: TrialLog) -> dict[str, Any]:
     }
 
 
+def _funnel_row(p: dict[str, Any]) -> tuple[str, list[str], str]:
+    """A policy's funnel row: its label (with the instances its trials met), the cells
+    (trials, each stage, rejected/chunks) and whether it acted."""
+    funnel, chunks = p.get("funnel"), p.get("chunks")
+    cells = [str(p["trials_logged"])]
+    cells += [str(funnel[s]) if funnel else "-" for s in STAGES]
+    cells.append(f"{p['rejected_chunks']}/{chunks}" if chunks else "-")
+    flag = ""
+    if p.get("did_not_act"):
+        n, total = len(p["did_not_act"]), p["trials_logged"]
+        flag = "did not act" if n == total else f"did not act in {n} of {total} trials"
+    kind = p.get("instances")
+    return p["label"] + ("" if kind is None else f" ({kind} instances)"), cells, flag
+
+
 def format_funnel(data: dict[str, Any]) -> str:
     """The funnel as plain text: per policy, trials past each stage and rejected chunks."""
-    width = max([6, *(len(p["label"]) for p in data["policies"])])
+    rows = [_funnel_row(p) for p in data["policies"]]
+    width = max([6, *(len(label) for label, _, _ in rows)])
     names = ("trials", *STAGES, "rejected")
     lines = [f"{'policy':{width}s}" + "".join(f" {n:>9s}" for n in names)]
-    for p in data["policies"]:
-        funnel = p.get("funnel")
-        cells = [str(p["trials_logged"])]
-        cells += [str(funnel[s]) if funnel else "-" for s in STAGES]
-        chunks = p.get("chunks")
-        cells.append(f"{p['rejected_chunks']}/{chunks}" if chunks else "-")
-        row = f"{p['label']:{width}s}" + "".join(f" {c:>9s}" for c in cells)
-        if p.get("instances"):
-            row += f"  {p['instances']} instances"
-        if p.get("did_not_act") and len(p["did_not_act"]) == p["trials_logged"]:
-            row += "  did not act"
-        lines.append(row)
-    return "\n".join(lines)
-
-
-def _with_instances(p: dict[str, Any]) -> str:
-    """A policy's label, saying whether its trials were its training instances or unseen."""
-    kind = p.get("instances")
-    return p["label"] + ("" if kind is None else f" ({kind} instances)")
+    for label, cells, flag in rows:
+        lines.append(f"{label:{width}s}" + "".join(f" {c:>9s}" for c in cells) + f"  {flag}")
+    return "\n".join(line.rstrip() for line in lines)
 
 
 def _funnel_html(data: dict[str, Any]) -> str:
     head = "".join(f"<th>{escape(s.replace('_', ' '))}</th>" for s in STAGES)
     rows = []
-    for p in data["policies"]:
-        funnel = p.get("funnel")
-        cells = "".join(f"<td>{funnel[s] if funnel else '-'}</td>" for s in STAGES)
-        chunks = p.get("chunks")
-        rejected = f"{p['rejected_chunks']}/{chunks}" if chunks else "-"
-        flag = ""
-        if p.get("did_not_act"):
-            n, total = len(p["did_not_act"]), p["trials_logged"]
-            flag = "did not act" if n == total else f"did not act in {n} of {total} trials"
+    for label, cells, flag in (_funnel_row(p) for p in data["policies"]):
+        tds = "".join(f"<td>{c}</td>" for c in cells)
         rows.append(
-            f"<tr><td class=l>{escape(_with_instances(p))}</td><td>{p['trials_logged']}</td>{cells}"
-            f"<td>{rejected}</td><td class=l>{escape(flag)}</td></tr>"
+            f"<tr><td class=l>{escape(label)}</td>{tds}<td class=l>{escape(flag)}</td></tr>"
         )
     return (
         f"<table><tr><th class=l>policy</th><th>trials</th>{head}<th>chunks rejected</th>"

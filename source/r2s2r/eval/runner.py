@@ -51,8 +51,7 @@ from r2s2r.eval.trials import (
 )
 from r2s2r.rig.interfaces import Rig
 from r2s2r.rig.safety import SafetySupervisor
-from r2s2r.runtime import EpisodeLog, EpisodeStart, Runtime, RuntimeCfg, start_episode
-from r2s2r.runtime.episode import StepLog
+from r2s2r.runtime import EpisodeLog, EpisodeStart, Runtime, RuntimeCfg, StepLog, start_episode
 from r2s2r.sim.progress import ProgressReading
 from r2s2r.spec import TaskSpec, WorldSpec
 

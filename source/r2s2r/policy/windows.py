@@ -55,17 +55,16 @@ class WindowDataset:
             raise DatasetError(f"{self.root}: the dataset holds no frames")
         # The episodes whose frames are samples: the first N (an int), those at the given
         # positions of the episodes table (a sequence), or all (None). ``_frames`` maps a
-        # sample to its frame (None: the identity).
+        # sample to its frame (None: every frame, in order).
         self._frames: np.ndarray | None = None
-        self._len = len(self.dataset)
         total = self.dataset.num_episodes
         if isinstance(episodes, int):
             if not 1 <= episodes <= total:
                 raise PolicyError(
                     f"{self.root}: episodes {episodes}: the dataset holds {total} episodes"
                 )
-            self._len = int(self.dataset.episodes[episodes - 1]["dataset_to_index"])
-        elif episodes is not None:
+            episodes = range(episodes)
+        if episodes is not None:
             chosen = sorted({int(e) for e in episodes})
             if not chosen or chosen[0] < 0 or chosen[-1] >= total:
                 raise PolicyError(
@@ -75,7 +74,6 @@ class WindowDataset:
             table = self.dataset.episodes
             spans = [(table[e]["dataset_from_index"], table[e]["dataset_to_index"]) for e in chosen]
             self._frames = np.concatenate([np.arange(int(a), int(b)) for a, b in spans])
-            self._len = len(self._frames)
         for name, value in (("state_history", state_history), ("action_horizon", action_horizon)):
             if value < 1:
                 raise PolicyError(f"{name}: expected at least 1, got {value}")
@@ -100,12 +98,12 @@ class WindowDataset:
         self.embodiment_id = int(self.contract.embodiment.id)
 
     def __len__(self) -> int:
-        return self._len
+        return len(self._frames) if self._frames is not None else len(self.dataset)
 
     def states(self) -> np.ndarray:
         """The proprio of every frame whose window is a sample (N, S)."""
         states = self.dataset.low_dim()[STATE_KEY]
-        return states[self._frames] if self._frames is not None else states[: self._len]
+        return states[self._frames] if self._frames is not None else states
 
     def frame(self, i: int) -> int:
         """The dataset frame of sample ``i``."""

@@ -6,8 +6,10 @@ from __future__ import annotations
 import math
 import os
 import platform
+import subprocess
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import mujoco
@@ -30,6 +32,22 @@ def machine() -> str:
     except OSError:
         pass
     return f"{name}, {os.cpu_count()} cores, {platform.system()}"
+
+
+def source_commit() -> str:
+    """The git commit of the source tree this package runs from ("unknown" outside a
+    checkout): which code a figure measured."""
+    try:
+        done = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            cwd=Path(__file__).parent,
+            timeout=10,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return done.stdout.strip() or "unknown"
 
 
 def _rate(fn: Callable[[], object], seconds: float, per_call: int = 1) -> float:

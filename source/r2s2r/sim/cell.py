@@ -160,10 +160,8 @@ class Cell:
             data.qpos[adr : adr + 3] = storage_pos(i) + [0.0, 0.0, obj.rest_height]
             data.qpos[adr + 3 : adr + 7] = [1.0, 0.0, 0.0, 0.0]
         data.qpos[self.idx.arm_qadr] = world.controller.home
-        # The hands open: every joint at zero, or at the end of its range nearest to zero (the
-        # vendor's thumb cannot turn back to its own zero at joint 1).
-        hand_jnt = model.jnt_qposadr.searchsorted(self.idx.hand_qadr)
-        open_hand = np.clip(0.0, model.jnt_range[hand_jnt, 0], model.jnt_range[hand_jnt, 1])
+        # The hands open (every joint at zero, or at the end of its range nearest zero).
+        open_hand = self.embodiment.hand_open
         data.qpos[self.idx.hand_qadr] = open_hand
         mujoco.mj_kinematics(model, data)
         tcp = self._tcp_in_ref(
