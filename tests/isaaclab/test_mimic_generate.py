@@ -238,9 +238,15 @@ def test_isaac_lab_mimics_generation_loop_on_an_r2s2r_demo(demo, tmp_path):
             replay.step(actions[t : t + 1])
             _assert_same(replay.scene.get_state(), _at(states, t), f"replay step {t}")
         assert bool(replay.cell.success[0]) is success
-        last = states["rigid_object"][demo.objects[0]]
-        pose, vel = last["root_pose"][-1].numpy(), last["root_velocity"][-1].numpy()
-        assert _in_its_bin_at_rest(replay, demo.objects[0], pose, vel) is success
+        # Mimic flags an attempt successful when its success term held at any step (the
+        # object may be knocked out of rest afterwards, as the episode goes on): the recorded
+        # object is at rest in its bin at some step exactly when the flag says so.
+        obj_states = states["rigid_object"][demo.objects[0]]
+        poses, vels = obj_states["root_pose"].numpy(), obj_states["root_velocity"].numpy()
+        ever = any(
+            _in_its_bin_at_rest(replay, demo.objects[0], poses[t], vels[t]) for t in range(n)
+        )
+        assert ever is success
         # Generated, not replayed: each arm's grasp segment is the demo's, moved with the object
         # (MimicGen's T_obj_now . T_obj_src^-1 . T_eef_src), after Mimic's interpolation steps.
         obj = data["obs"]["object"][0].numpy().astype(np.float64)

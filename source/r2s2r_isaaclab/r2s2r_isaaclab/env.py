@@ -38,6 +38,7 @@ def solver_options(cfg: PickSortEnvCfg) -> dict[str, Any]:
         "cone": solver.cone,
         "impratio": solver.impratio,
         "use_mujoco_cpu": solver.use_mujoco_cpu,
+        "use_mujoco_contacts": solver.use_mujoco_contacts,
         "disable_contacts": solver.disable_contacts,
     }
 

@@ -36,8 +36,10 @@ from r2s2r.spec import TaskSpec, WorldSpec
 from r2s2r_isaaclab import mdp
 from r2s2r_isaaclab.names import TaskVariant, task_variants, variant_specs
 
-# MuJoCo Warp's per-world buffers for the cell (as the core's mujoco_warp backend sizes them).
-NJMAX, NCONMAX = 768, 192
+# MuJoCo Warp's per-world buffers for the cell. The vendor hands' links give Newton's broad
+# phase up to about 370 candidate pairs per world (the core's mujoco_warp backend counts
+# contacts, not candidates, and needs fewer); elliptic cones add up to 6 rows per contact.
+NJMAX, NCONMAX = 2048, 512
 
 
 def newton_sim_cfg(world: WorldSpec, device: str = "cpu") -> SimulationCfg:
@@ -48,6 +50,11 @@ def newton_sim_cfg(world: WorldSpec, device: str = "cpu") -> SimulationCfg:
         integrator="implicitfast",
         cone="elliptic",
         impratio=5.0,
+        # Newton's contact pipeline rather than MuJoCo Warp's: Isaac Lab's pin (MuJoCo Warp
+        # 3.12) gives an upright cylinder on a box one alternating contact, so a can sorted
+        # upright rocks in its bin for ever and is never judged at rest (mujoco_warp#1555,
+        # fixed in later MuJoCo Warp releases; the core's 4.0 backend settles it).
+        use_mujoco_contacts=False,
     )
     return SimulationCfg(dt=world.timestep, device=device, physics=NewtonCfg(solver_cfg=solver))
 

@@ -98,6 +98,10 @@ class NewtonPhysics:
         self.newton_model = builder.finalize(device=self.device)
         opts = {"separate_worlds": True, **(solver or {})}
         self.solver = newton.solvers.SolverMuJoCo(self.newton_model, **opts)
+        self._pipeline = self._contacts = None
+        if not opts.get("use_mujoco_contacts", True):
+            self._pipeline = newton.CollisionPipeline(self.newton_model, deterministic=True)
+            self._contacts = self._pipeline.contacts()
         self._check_layout(self.solver.mj_model)
         self._state, self._next = self.newton_model.state(), self.newton_model.state()
         self._control = self.newton_model.control()
@@ -222,7 +226,9 @@ class NewtonPhysics:
 
     def _substeps(self, n: int, dt: float) -> None:
         for _ in range(n):
-            self.solver.step(self._state, self._next, self._control, None, dt)
+            if self._pipeline is not None:
+                self._pipeline.collide(self._state, self._contacts)
+            self.solver.step(self._state, self._next, self._control, self._contacts, dt)
             self._state, self._next = self._next, self._state
 
     def state(self) -> tuple[np.ndarray, np.ndarray]:
