@@ -248,6 +248,25 @@ def test_the_domain_token_conditions_the_chunk() -> None:
     assert torch.equal(twin.sample(batch, noise=noise), real)
 
 
+def test_the_belt_speed_token_conditions_the_chunk_and_must_be_given() -> None:
+    torch.manual_seed(0)
+    cfg = CFG.replace(belt_speed=True)
+    model = build_model(cfg)
+    batch = {**make_batch(cfg, b=2), "belt_speed": torch.tensor([0.05, 0.10])}
+    noise = torch.randn(2, cfg.action_horizon, cfg.max_action_dim)
+    slow_fast = model.sample(batch, noise=noise)
+    fast_slow = model.sample({**batch, "belt_speed": torch.tensor([0.10, 0.05])}, noise=noise)
+    assert not torch.allclose(slow_fast, fast_slow, atol=1e-4)
+    with pytest.raises(PolicyError, match=r"batch\['belt_speed'\]: expected \(2,\)"):
+        model.sample({k: v for k, v in batch.items() if k != "belt_speed"})
+    with pytest.raises(PolicyError, match="belt_speed.*some samples have none"):
+        model.sample({**batch, "belt_speed": torch.tensor([0.05, float("nan")])})
+    # A policy without the token ignores the key.
+    plain = build_model(CFG)
+    assert plain.belt is None
+    plain.sample(batch, noise=noise)
+
+
 def test_instructions_are_encoded_once(model: FlowMatchingPolicy) -> None:
     text = model.task.text
     text.cache.clear()

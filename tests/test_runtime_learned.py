@@ -8,12 +8,15 @@ from typing import Any
 
 import numpy as np
 import pytest
+import yaml
 
 from r2s2r.data import Dataset
 from r2s2r.data.config import ACTION_KEY, STATE_KEY
-from r2s2r.policy.base import STATE_PAD_KEY, TASK_KEY
+from r2s2r.policy.base import BELT_SPEED_KEY, STATE_PAD_KEY, TASK_KEY, PolicyError
+from r2s2r.policy.config import load_policy_cfg
 from r2s2r.policy.learned import LearnedPolicy
 from r2s2r.policy.train import TrainCfg, Trainer
+from r2s2r.policy.windows import WindowDataset
 from r2s2r.rig.observe import observe
 from r2s2r.rig.safety import SafetySupervisor
 from r2s2r.rig.twin import TwinRig
@@ -24,13 +27,11 @@ from r2s2r.sim.contract import Contract
 from r2s2r.spec.worlds import load_world
 
 
-@pytest.fixture(scope="module")
-def run(recorded_demos: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    tmp = tmp_path_factory.mktemp("learned")
+def _train(demos: Path, tmp: Path, preset: str | Path = "tiny") -> Path:
     cfg = TrainCfg.from_dict(
         {
-            "preset": "tiny",
-            "real": recorded_demos,
+            "preset": str(preset),
+            "real": demos,
             "steps": 2,
             "batch_size": 2,
             "warmup_steps": 1,
@@ -42,6 +43,21 @@ def run(recorded_demos: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     Trainer(cfg, tmp / "run").fit()
     return tmp / "run"
+
+
+@pytest.fixture(scope="module")
+def run(recorded_demos: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _train(recorded_demos, tmp_path_factory.mktemp("learned"))
+
+
+@pytest.fixture(scope="module")
+def belt_run(recorded_demos: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny preset with the belt speed token."""
+    tmp = tmp_path_factory.mktemp("learned_belt")
+    preset = tmp / "tiny_belt.yaml"
+    cfg = load_policy_cfg("tiny").replace(belt_speed=True)
+    preset.write_text(yaml.safe_dump(cfg.model_dump(mode="json")))
+    return _train(recorded_demos, tmp, preset)
 
 
 def _twin(seed: int) -> TwinRig:
@@ -119,5 +135,36 @@ def test_the_runtimes_requests_are_the_training_windows_of_a_recorded_take(
             np.testing.assert_array_equal(request[STATE_KEY], window[STATE_KEY])
             np.testing.assert_array_equal(request[STATE_PAD_KEY], window["state_is_pad"])
             assert request[TASK_KEY] == ds.frame(k)["task"]
+            assert request[BELT_SPEED_KEY] == ds.episodes[0]["belt_speed"]
             assert action is not None
             np.testing.assert_allclose(action, window[ACTION_KEY][0], atol=1e-5)
+
+
+def test_a_policy_reading_the_belt_speed_gets_the_conveyors_reading(
+    belt_run: Path, recorded_demos: Path
+) -> None:
+    # Training gives each window its take's recorded speed; live, the runtime hands over the
+    # conveyor's reading, in an observation and in a request alike.
+    windows = WindowDataset(recorded_demos, 64, 20, 40, use_cache=False)
+    with Dataset(recorded_demos) as ds:
+        last = int(ds.episodes[1]["dataset_from_index"])
+        assert windows[last]["belt_speed"] == pytest.approx(ds.episodes[1]["belt_speed"])
+    twin = _twin(3)
+    policy = LearnedPolicy.load(belt_run, device="cpu")
+    contract = Contract.of(twin.embodiment, "tcp", policy.metadata.cameras)
+    start = start_episode(twin, twin.task, twin.nominal)
+    obs = observe(twin, contract, start.instruction)
+    assert obs["belt_speed"] == twin.conveyor.speed() == start.belt_speed
+    history = StateHistory(policy.metadata.state_history)
+    history.push(contract.state(obs))
+    request = build_request(obs, history, contract.cameras)
+    assert request[BELT_SPEED_KEY] == obs["belt_speed"]
+    policy.reset()
+    chunk = policy.infer(request)
+    np.testing.assert_allclose(chunk, policy.infer(obs), atol=1e-5)
+    # The token is read: another speed, another chunk (same noise).
+    faster = policy.infer({**request, BELT_SPEED_KEY: 3 * request[BELT_SPEED_KEY]})
+    assert np.abs(faster - chunk).max() > 1e-6
+    del request[BELT_SPEED_KEY]
+    with pytest.raises(PolicyError, match="belt_speed"):
+        policy.infer(request)

@@ -44,10 +44,11 @@ def observation_batch(
     policy: LearnedPolicy, ds: Dataset, indices: Sequence[int] | np.ndarray
 ) -> dict:
     """The model batch of frames ``indices`` of ``ds`` as the policy sees them live: the
-    policy's camera views, the last ``state_history`` states (padded at the episode's start)
-    and the frame's instruction."""
+    policy's camera views, the last ``state_history`` states (padded at the episode's start),
+    the frame's instruction and its episode's belt speed."""
     low = ds.low_dim()
     history = policy.metadata.state_history
+    speeds = {int(e["episode_index"]): e.get("belt_speed") for e in ds.episodes}
     samples = []
     for i in indices:
         i = int(i)
@@ -63,6 +64,7 @@ def observation_batch(
                 policy.contract.embodiment.id,
                 policy.domain_id,
                 window["state_is_pad"],
+                speeds.get(int(low["episode_index"][i])),
             )
         )
     return _concat(samples)

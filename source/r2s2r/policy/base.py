@@ -68,6 +68,8 @@ TASK_KEY = "task"
 # Optional in a request: (state_history,) bool, True where the history reaches back before the
 # episode's start (those rows repeat the first sample; training masks them the same way).
 STATE_PAD_KEY = "observation.state_is_pad"
+# Optional in a request: the belt drive's speed in m/s (a float), for policies that read it.
+BELT_SPEED_KEY = "observation.belt_speed"
 
 
 @runtime_checkable

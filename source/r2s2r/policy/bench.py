@@ -40,6 +40,7 @@ def example_batch(cfg: PolicyCfg, device: torch.device, views: int = 3) -> dict[
         "task": ["put the red cube in the left bin"],
         "embodiment_id": torch.tensor([e.id]),
         "domain_id": torch.tensor([0]),
+        "belt_speed": torch.tensor([0.075]),
     }
     return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
 

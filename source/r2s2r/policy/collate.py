@@ -46,6 +46,11 @@ def to_device(batch: dict[str, Any], device: torch.device) -> dict[str, Any]:
     return out
 
 
+def _belt_speed(values: Sequence[float | None]) -> torch.Tensor:
+    """Belt speeds (m/s) -> (B,) float32, NaN where one is not known."""
+    return torch.tensor([float("nan") if v is None else float(v) for v in values])
+
+
 class Collate:
     """Builds model batches for one embodiment's codec and normalization (picklable)."""
 
@@ -103,6 +108,7 @@ class Collate:
         out["task"] = [str(s["task"]) for s in samples]
         out["embodiment_id"] = torch.tensor([int(s["embodiment_id"]) for s in samples])
         out["domain_id"] = torch.tensor([int(s.get("domain_id", 0)) for s in samples])
+        out["belt_speed"] = _belt_speed([s.get("belt_speed") for s in samples])
         return out
 
     def observation(
@@ -113,11 +119,13 @@ class Collate:
         embodiment_id: int,
         domain_id: int = 0,
         state_is_pad: np.ndarray | None = None,
+        belt_speed: float | None = None,
     ) -> dict[str, Any]:
         """One live observation -> a batch of one without action keys: ``images`` one
         (h, w, 3) uint8 per contract camera (resized here), ``states`` (P, S) oldest first,
         ``state_is_pad`` (P,) True where the history reaches before the episode's start
-        (default: none does)."""
+        (default: none does), ``belt_speed`` the belt drive's speed in m/s (None: not known,
+        which a policy that reads it refuses)."""
         cameras = self.codec.contract.cameras
         missing = [c for c in cameras if c not in images]
         if missing:
@@ -144,6 +152,7 @@ class Collate:
         out["task"] = [task]
         out["embodiment_id"] = torch.tensor([int(embodiment_id)])
         out["domain_id"] = torch.tensor([int(domain_id)])
+        out["belt_speed"] = _belt_speed([belt_speed])
         return out
 
     def actions_in(self, actions: np.ndarray, state_now: np.ndarray) -> torch.Tensor:

@@ -115,6 +115,10 @@ class PolicyCfg(Spec):
     # Condition on the data domain (0: real, 1...: each simulated dataset of the mixture).
     domain_conditioning: bool = False
     num_domains: PosInt = 8
+    # A token from the belt drive's speed (m/s): the real cell's conveyor reports it, one
+    # frame does not show it, and when a reach must start depends on it. Datasets give each
+    # sample its episode's recorded speed; the runtime reads the conveyor each period.
+    belt_speed: bool = False
 
     @model_validator(mode="after")
     def _check(self) -> PolicyCfg:

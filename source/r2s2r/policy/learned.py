@@ -27,13 +27,30 @@ import torch
 from r2s2r.data.config import IMAGE_PREFIX, STATE_KEY
 from r2s2r.policy import checkpoint as ckpt
 from r2s2r.policy.actions import ActionCodec
-from r2s2r.policy.base import STATE_PAD_KEY, TASK_KEY, ChunkPrefix, PolicyError, PolicyMetadata
+from r2s2r.policy.base import (
+    BELT_SPEED_KEY,
+    STATE_PAD_KEY,
+    TASK_KEY,
+    ChunkPrefix,
+    PolicyError,
+    PolicyMetadata,
+)
 from r2s2r.policy.collate import Collate
 from r2s2r.policy.config import PolicyCfg
 from r2s2r.policy.model import FlowMatchingPolicy, Guide, build_model
 from r2s2r.policy.train import resolve_device
 from r2s2r.sim.contract import Contract
 from r2s2r.sim.embodiment import Embodiment
+
+
+def _speed(value: Any, key: str) -> float | None:
+    """A belt speed read from ``key`` of an observation (None where it has none)."""
+    if value is None:
+        return None
+    speed = np.asarray(value, dtype=np.float64)
+    if speed.size != 1 or not np.isfinite(speed).all():
+        raise PolicyError(f"{key}: expected one finite speed in m/s, got {value!r}")
+    return float(speed.reshape(()))
 
 
 class LearnedPolicy:
@@ -124,9 +141,9 @@ class LearnedPolicy:
 
     def _inputs(
         self, observation: dict[str, Any]
-    ) -> tuple[dict[str, np.ndarray], np.ndarray, str, np.ndarray | None]:
-        """(images by camera, states (P, S), instruction, padding (P,) or None) of an
-        observation or a request."""
+    ) -> tuple[dict[str, np.ndarray], np.ndarray, str, np.ndarray | None, float | None]:
+        """(images by camera, states (P, S), instruction, padding (P,) or None, belt speed
+        or None) of an observation or a request."""
         cams = self.contract.cameras
         if STATE_KEY in observation:
             images = {c: np.asarray(observation[IMAGE_PREFIX + c]) for c in cams}
@@ -138,7 +155,8 @@ class LearnedPolicy:
                     raise PolicyError(
                         f"{STATE_PAD_KEY}: expected ({len(states)},) bool, got {pad.shape}"
                     )
-            return images, states, str(observation[TASK_KEY]), pad
+            speed = _speed(observation.get(BELT_SPEED_KEY), BELT_SPEED_KEY)
+            return images, states, str(observation[TASK_KEY]), pad, speed
         state = self.contract.state(observation).astype(np.float32)
         size = self._metadata.state_history
         if not self._history:
@@ -151,7 +169,8 @@ class LearnedPolicy:
         if missing:
             raise PolicyError(f"observation: no images of cameras {missing}")
         images = {c: views[c] for c in cams}
-        return images, np.stack(self._history), str(observation["instruction"]), pad
+        speed = _speed(observation.get("belt_speed"), "belt_speed")
+        return images, np.stack(self._history), str(observation["instruction"]), pad, speed
 
     def infer(self, observation: dict[str, Any]) -> np.ndarray:
         """The next chunk (action_horizon, action_dim) float64, in robot units."""
@@ -180,12 +199,12 @@ class LearnedPolicy:
 
     def _chunk(self, observation: dict[str, Any], prefix: ChunkPrefix | None) -> np.ndarray:
         # The chunk of ``infer`` (no prefix) or ``infer_guided``.
-        images, states, task, pad = self._inputs(observation)
+        images, states, task, pad, speed = self._inputs(observation)
         want = (self._metadata.state_history, self._metadata.state_dim)
         if states.shape != want:
             raise PolicyError(f"{STATE_KEY}: expected {want}, got {states.shape}")
         batch = self.collate.observation(
-            images, states, task, self.contract.embodiment.id, self.domain_id, pad
+            images, states, task, self.contract.embodiment.id, self.domain_id, pad, speed
         )
         batch = {
             k: v.to(self.device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()

@@ -1,7 +1,8 @@
 """The flow-matching visuomotor policy (the reference study's model).
 
 Observation tokens (views through the LoRA-adapted DINOv3 backbone, task tokens resampled
-from the frozen CLIP text features, proprio tokens, an optional domain token) go through the
+from the frozen CLIP text features, proprio tokens, an optional domain token, an optional
+belt-speed token from the conveyor drive's reading) go through the
 observation transformer once per chunk (``encode``); the action transformer maps H noisy
 action tokens and the flow time to a velocity, attending to them (``velocity``). Flow
 matching follows openpi: t ~ Beta(1.5, 1) * 0.999 + 0.001 with t = 1 the noise,
@@ -71,6 +72,10 @@ def guidance_weight(t: float, beta: float) -> float:
     return min(beta, (t * t + (1.0 - t) ** 2) / (t * (1.0 - t)))
 
 
+# The belt speed token's input scale (m/s): the nominal range is 0.05-0.10.
+BELT_SPEED_SCALE = 0.1
+
+
 def _shape_error(key: str, expected: str, value: Any) -> PolicyError:
     got = tuple(value.shape) if isinstance(value, Tensor) else type(value).__name__
     dtype = f" {value.dtype}" if isinstance(value, Tensor) else ""
@@ -93,6 +98,9 @@ class FlowMatchingPolicy(nn.Module):
             cfg.proprio_tokens, cfg.resampler_layers, ratio,
         )  # fmt: skip
         self.domain = nn.Embedding(cfg.num_domains, d) if cfg.domain_conditioning else None
+        self.belt = (
+            nn.Sequential(nn.Linear(1, d), nn.SiLU(), nn.Linear(d, d)) if cfg.belt_speed else None
+        )
         self.obs = Stack([EncoderBlock(d, heads, ratio) for _ in range(cfg.obs_layers)])
         self.obs_norm = nn.LayerNorm(d)
         self.action_in = EmbodimentLinear(num_embodiments, cfg.max_action_dim, d)
@@ -110,6 +118,8 @@ class FlowMatchingPolicy(nn.Module):
             nn.init.zeros_(zero[1].bias)  # type: ignore[arg-type]
         if self.domain is not None:
             nn.init.normal_(self.domain.weight, std=0.02)
+        if self.belt is not None:
+            init_linear(self.belt)
 
     # The batch.
 
@@ -142,6 +152,8 @@ class FlowMatchingPolicy(nn.Module):
             ]
         if cfg.domain_conditioning:
             spec.append(("domain_id", (b,), torch.int64))
+        if cfg.belt_speed:
+            spec.append(("belt_speed", (b,), torch.float32))
         for key, shape, dtype in spec:
             value = batch.get(key)
             if not isinstance(value, Tensor) or tuple(value.shape) != shape or value.dtype != dtype:
@@ -153,6 +165,12 @@ class FlowMatchingPolicy(nn.Module):
             or not all(isinstance(t, str) for t in task)
         ):
             raise PolicyError(f"batch['task']: expected a list of {b} instruction strings")
+        if cfg.belt_speed and not bool(torch.isfinite(batch["belt_speed"]).all()):
+            raise PolicyError(
+                "batch['belt_speed']: this policy reads the belt drive's speed, and some "
+                "samples have none (a dataset whose episodes record no belt_speed, or an "
+                "observation without one)"
+            )
         for key, count in (("embodiment_id", self.num_embodiments), ("domain_id", cfg.num_domains)):
             if key == "domain_id" and not cfg.domain_conditioning:
                 continue
@@ -180,6 +198,9 @@ class FlowMatchingPolicy(nn.Module):
         ]
         if self.domain is not None:
             parts.append(self.domain(batch["domain_id"].to(device))[:, None])
+        if self.belt is not None:
+            speed = batch["belt_speed"].to(device)[:, None] / BELT_SPEED_SCALE
+            parts.append(self.belt(speed)[:, None])
         dtype = parts[0].dtype
         tokens = torch.cat([part.to(dtype) for part in parts], dim=1)
         # No observation token is padding (views, task and proprio tokens are fixed in number).

@@ -2,7 +2,8 @@
 real/sim mixture of them (``Mixture``), the step-indexed batch sampler and the loader.
 
 A sample is the current views, the last ``state_history`` states and the next
-``action_horizon`` actions of one frame, never mixing two episodes (``Dataset.window``).
+``action_horizon`` actions of one frame, never mixing two episodes (``Dataset.window``), and
+the belt drive's speed its episode recorded.
 Batches are keyed by the training step, so a resumed run sees exactly the batches it would
 have seen, whatever the number of workers or processes.
 """
@@ -28,6 +29,11 @@ from r2s2r.sim.contract import Contract
 
 # Video readers a forked worker inherited and must neither use nor close.
 _INHERITED: list[VideoReader] = []
+
+
+def _speed(value: Any) -> float:
+    """An episode's recorded belt speed, NaN where none was recorded."""
+    return float("nan") if value is None else float(value)
 
 
 class WindowDataset:
@@ -95,6 +101,10 @@ class WindowDataset:
             int(e["dataset_to_index"]) - int(e["dataset_from_index"]) for e in self.dataset.episodes
         ]
         self._episode_pos = np.repeat(np.arange(len(lengths)), lengths)
+        # The belt drive's speed of each episode (NaN where a take did not record one).
+        self._belt_speed = np.array(
+            [_speed(e.get("belt_speed")) for e in self.dataset.episodes], dtype=np.float32
+        )
         self.embodiment_id = int(self.contract.embodiment.id)
 
     def __len__(self) -> int:
@@ -144,6 +154,7 @@ class WindowDataset:
             **self.low_window(i),
             "task": tasks[task_index] if task_index < len(tasks) else "",
             "embodiment_id": self.embodiment_id,
+            "belt_speed": float(self._belt_speed[self._episode_pos[frame]]),
             "episode_index": int(self._episode[frame]),
             "frame_index": int(self._frame[frame]),
         }

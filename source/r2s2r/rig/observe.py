@@ -2,7 +2,8 @@
 
 ``observe`` samples every stream a contract carries on one tick — the views it names, each
 arm's TCP pose and joints, each hand's joints and, where asked, the presented object's pose —
-and builds the contract's observation dict from them (``Contract.observation``).
+and builds the contract's observation dict from them (``Contract.observation``), with the
+conveyor drive's speed beside it (``belt_speed``, m/s: every rig's conveyor reports one).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def observe(
                 "this rig does not track the presented object, so an observation cannot "
                 "carry its pose (environment_state)"
             )
-    return contract.observation(
+    obs = contract.observation(
         np.stack([a.tcp_pose for a in arms]),
         np.stack([a.q for a in arms]),
         np.stack([h.q for h in hands]),
@@ -46,3 +47,5 @@ def observe(
         views,
         environment_state=env_state,
     )
+    obs["belt_speed"] = float(rig.conveyor.speed())
+    return obs

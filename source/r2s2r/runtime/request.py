@@ -1,6 +1,7 @@
 """What the runtime hands a policy: the contract's observation, or a request in the dataset's
 form with the proprio history the loop keeps (one sample per control period, as in a
-dataset), for policies that read images or a history (learned policies, policy servers)."""
+dataset), for policies that read images or a history (learned policies, policy servers),
+and the belt drive's speed where the observation has it."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from r2s2r.data.config import IMAGE_PREFIX, STATE_KEY
-from r2s2r.policy.base import STATE_PAD_KEY, TASK_KEY, PolicyMetadata
+from r2s2r.policy.base import BELT_SPEED_KEY, STATE_PAD_KEY, TASK_KEY, PolicyMetadata
 
 
 def wants_request(metadata: PolicyMetadata) -> bool:
@@ -54,4 +55,6 @@ def build_request(
     request[STATE_KEY] = states
     request[STATE_PAD_KEY] = pad
     request[TASK_KEY] = str(observation["instruction"])
+    if observation.get("belt_speed") is not None:
+        request[BELT_SPEED_KEY] = float(observation["belt_speed"])
     return request
