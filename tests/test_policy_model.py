@@ -448,3 +448,16 @@ def test_view_grid_pools_each_views_patch_tokens() -> None:
     assert model.image(images).shape == (2, 3 * 5, cfg.width)
     with pytest.raises(ValueError, match="does not divide"):
         load_policy_cfg("cpu").replace(view_grid=3)
+
+
+def test_a_smaller_patch_gives_a_finer_grid_that_view_grid_pools() -> None:
+    cpu = load_policy_cfg("cpu")
+    fine = cpu.backbone.replace(overrides={**cpu.backbone.overrides, "patch_size": 8})
+    cfg = cpu.replace(backbone=fine)
+    assert cfg.backbone.patch_size == 8
+    images = make_batch(cfg, b=2)["images"]
+    # Per view: the class token and the 8 x 8 patches of a 64 px view.
+    assert build_model(cfg).image(images).shape == (2, 3 * 65, cfg.width)
+    assert build_model(cfg.replace(view_grid=4)).image(images).shape == (2, 3 * 17, cfg.width)
+    with pytest.raises(ValueError, match="not a multiple of the 8 px patch"):
+        cpu.replace(backbone=fine, image_size=68)

@@ -60,6 +60,11 @@ class BackboneCfg(Spec):
             raise ValueError("backbone.kind conv has no pretrained weights: set finetune: full")
         return self
 
+    @property
+    def patch_size(self) -> int:
+        """The ViT's patch side in pixels (16 unless ``overrides`` sets ``patch_size``)."""
+        return int(self.overrides.get("patch_size", 16))
+
 
 class TextCfg(Spec):
     """The instruction encoder: a frozen open_clip text tower, resampled into task tokens."""
@@ -124,9 +129,12 @@ class PolicyCfg(Spec):
     def _check(self) -> PolicyCfg:
         if self.width % self.heads:
             raise ValueError(f"width {self.width} is not a multiple of heads {self.heads}")
-        if self.image_size % 16:
-            raise ValueError(f"image_size {self.image_size} is not a multiple of the 16 px patch")
-        patches = self.image_size // 16
+        patch = self.backbone.patch_size
+        if self.image_size % patch:
+            raise ValueError(
+                f"image_size {self.image_size} is not a multiple of the {patch} px patch"
+            )
+        patches = self.image_size // patch
         if self.view_grid is not None and patches % self.view_grid:
             raise ValueError(
                 f"view_grid {self.view_grid} does not divide the {patches} x {patches} patches "

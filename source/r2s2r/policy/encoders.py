@@ -131,7 +131,7 @@ class ImageEncoder(nn.Module):
             self.vit = peft.inject_adapter_in_model(lora, vit)
         self.prefix = int(vit.num_prefix_tokens)
         # The patch grid's side, and the side it is pooled to (the same: no pooling).
-        self.side = image_size // 16
+        self.side = image_size // int(vit.patch_embed.patch_size[0])
         self.grid = grid or self.side
         self.patches = self.grid**2
         mean = torch.tensor(vit.pretrained_cfg["mean"], dtype=torch.float32)
