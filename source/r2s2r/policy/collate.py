@@ -13,6 +13,7 @@ import torch
 from r2s2r.policy.actions import ActionCodec
 from r2s2r.policy.base import PolicyError
 from r2s2r.policy.frames import resize
+from r2s2r.policy.hindsight import HINDSIGHT_DIM
 from r2s2r.policy.normalize import NormStats
 
 
@@ -49,6 +50,13 @@ def to_device(batch: dict[str, Any], device: torch.device) -> dict[str, Any]:
 def _belt_speed(values: Sequence[float | None]) -> torch.Tensor:
     """Belt speeds (m/s) -> (B,) float32, NaN where one is not known."""
     return torch.tensor([float("nan") if v is None else float(v) for v in values])
+
+
+def _hindsight(values: Sequence[np.ndarray | None]) -> torch.Tensor:
+    """Hindsight targets -> (B, HINDSIGHT_DIM) float32, NaN where a sample has none."""
+    unknown = np.full(HINDSIGHT_DIM, np.nan, dtype=np.float32)
+    rows = [unknown if v is None else np.asarray(v, dtype=np.float32) for v in values]
+    return torch.from_numpy(np.stack(rows))
 
 
 class Collate:
@@ -109,6 +117,7 @@ class Collate:
         out["embodiment_id"] = torch.tensor([int(s["embodiment_id"]) for s in samples])
         out["domain_id"] = torch.tensor([int(s.get("domain_id", 0)) for s in samples])
         out["belt_speed"] = _belt_speed([s.get("belt_speed") for s in samples])
+        out["hindsight"] = _hindsight([s.get("hindsight") for s in samples])
         return out
 
     def observation(

@@ -14,7 +14,7 @@ from pydantic import Field, model_validator
 
 from r2s2r.paths import find_config
 from r2s2r.spec import Spec, SpecError
-from r2s2r.spec.base import PosInt
+from r2s2r.spec.base import NonNeg, PosInt
 
 # The presets shipped with the package, in size order.
 POLICY_PRESETS = ("tiny", "cpu", "500m", "2b")
@@ -124,6 +124,11 @@ class PolicyCfg(Spec):
     # frame does not show it, and when a reach must start depends on it. Datasets give each
     # sample its episode's recorded speed; the runtime reads the conveyor each period.
     belt_speed: bool = False
+    # Weight of an auxiliary loss on a small head that predicts each frame's hindsight
+    # targets (policy/hindsight.py: seconds until the reach starts, which arm, where the hand
+    # closed; all read from the take's own recorded proprio) from the observation tokens.
+    # 0: no head. Training only; inference never runs the head.
+    hindsight_weight: NonNeg = 0.0
 
     @model_validator(mode="after")
     def _check(self) -> PolicyCfg:

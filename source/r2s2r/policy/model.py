@@ -3,7 +3,8 @@
 Observation tokens (views through the LoRA-adapted DINOv3 backbone, task tokens resampled
 from the frozen CLIP text features, proprio tokens, an optional domain token, an optional
 belt-speed token from the conveyor drive's reading) go through the
-observation transformer once per chunk (``encode``); the action transformer maps H noisy
+observation transformer once per chunk (``encode``); in training, an optional head predicts
+the frame's hindsight targets from them (policy/hindsight.py). The action transformer maps H noisy
 action tokens and the flow time to a velocity, attending to them (``velocity``). Flow
 matching follows openpi: t ~ Beta(1.5, 1) * 0.999 + 0.001 with t = 1 the noise,
 x_t = t * noise + (1 - t) * actions, the target u = noise - actions; sampling is Euler from
@@ -29,6 +30,7 @@ from torch import Tensor, nn
 from r2s2r.policy.base import PolicyError
 from r2s2r.policy.config import PolicyCfg
 from r2s2r.policy.encoders import EmbodimentLinear, ProprioEncoder, TaskEncoder, image_encoder
+from r2s2r.policy.hindsight import HINDSIGHT_DIM
 from r2s2r.policy.transformer import (
     ActionBlock,
     EncoderBlock,
@@ -120,6 +122,13 @@ class FlowMatchingPolicy(nn.Module):
             nn.init.normal_(self.domain.weight, std=0.02)
         if self.belt is not None:
             init_linear(self.belt)
+        self.hindsight = (
+            nn.Sequential(nn.Linear(d, d), nn.SiLU(), nn.Linear(d, HINDSIGHT_DIM))
+            if cfg.hindsight_weight > 0
+            else None
+        )
+        if self.hindsight is not None:
+            init_linear(self.hindsight)
 
     # The batch.
 
@@ -154,6 +163,8 @@ class FlowMatchingPolicy(nn.Module):
             spec.append(("domain_id", (b,), torch.int64))
         if cfg.belt_speed:
             spec.append(("belt_speed", (b,), torch.float32))
+        if training and self.hindsight is not None:
+            spec.append(("hindsight", (b, HINDSIGHT_DIM), torch.float32))
         for key, shape, dtype in spec:
             value = batch.get(key)
             if not isinstance(value, Tensor) or tuple(value.shape) != shape or value.dtype != dtype:
@@ -254,11 +265,26 @@ class FlowMatchingPolicy(nn.Module):
         t = u ** (1 / 1.5) * 0.999 + 0.001
         x_t = t[:, None, None] * noise + (1 - t[:, None, None]) * actions
         target = noise - actions
-        v = self.velocity(self._encode(batch), x_t, t, step_pad)
+        ctx = self._encode(batch)
+        v = self.velocity(ctx, x_t, t, step_pad)
         mask = (~step_pad)[:, :, None] & real_dims[:, None, :]
         err = (v.float() - target) ** 2 * mask
-        loss = err.sum() / mask.sum().clamp(min=1)
-        return loss, {"loss": float(loss.detach()), "t_mean": float(t.mean())}
+        flow = err.sum() / mask.sum().clamp(min=1)
+        parts = {"flow": float(flow.detach()), "t_mean": float(t.mean())}
+        loss = flow
+        if self.hindsight is not None:
+            aux = self._hindsight_loss(ctx, batch["hindsight"].to(device))
+            loss = flow + self.cfg.hindsight_weight * aux
+            parts["hindsight"] = float(aux.detach())
+        return loss, {"loss": float(loss.detach()), **parts}
+
+    def _hindsight_loss(self, ctx: Context, targets: Tensor) -> Tensor:
+        """The hindsight head's MSE over the targets a sample has (NaN: not shown)."""
+        assert self.hindsight is not None
+        pred = self.hindsight(ctx.tokens.mean(dim=1)).float()
+        known = torch.isfinite(targets)
+        err = (pred - torch.where(known, targets, 0.0)) ** 2 * known
+        return err.sum() / known.sum().clamp(min=1)
 
     @torch.no_grad()
     def sample(

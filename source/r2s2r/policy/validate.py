@@ -56,8 +56,8 @@ class Validation:
         for k, (batch, (pos, pad, now)) in enumerate(zip(self.batches, self.truth, strict=True)):
             batch = to_device(batch, device)
             gen = torch.Generator(device).manual_seed(k)
-            flow_loss, _ = model.loss(batch, gen)
-            losses.append(float(flow_loss) * len(now))
+            _, parts = model.loss(batch, gen)
+            losses.append(parts["flow"] * len(now))
             internal = model.sample(batch, generator=gen)
             actions = self.collate.actions_out(internal, now)
             if self.contract.action_mode != "tcp":

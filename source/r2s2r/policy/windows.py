@@ -2,8 +2,8 @@
 real/sim mixture of them (``Mixture``), the step-indexed batch sampler and the loader.
 
 A sample is the current views, the last ``state_history`` states and the next
-``action_horizon`` actions of one frame, never mixing two episodes (``Dataset.window``), and
-the belt drive's speed its episode recorded.
+``action_horizon`` actions of one frame, never mixing two episodes (``Dataset.window``), the
+belt drive's speed its episode recorded, and the frame's hindsight targets (``hindsight``).
 Batches are keyed by the training step, so a resumed run sees exactly the batches it would
 have seen, whatever the number of workers or processes.
 """
@@ -25,6 +25,7 @@ from r2s2r.data.reader import Dataset
 from r2s2r.data.video import VideoReader
 from r2s2r.policy.base import PolicyError
 from r2s2r.policy.frames import FrameCache, ProgressFn, resize
+from r2s2r.policy.hindsight import episode_targets, standardization
 from r2s2r.sim.contract import Contract
 
 # Video readers a forked worker inherited and must neither use nor close.
@@ -105,7 +106,21 @@ class WindowDataset:
         self._belt_speed = np.array(
             [_speed(e.get("belt_speed")) for e in self.dataset.episodes], dtype=np.float32
         )
+        self._hindsight = self._hindsight_targets(low[STATE_KEY], lengths)
         self.embodiment_id = int(self.contract.embodiment.id)
+
+    def _hindsight_targets(self, states: np.ndarray, lengths: list[int]) -> np.ndarray:
+        """Every frame's hindsight targets (N, HINDSIGHT_DIM), standardized over the frames
+        that are samples."""
+        ends = np.cumsum(lengths)
+        targets = np.concatenate(
+            [
+                episode_targets(states[end - n : end], self.contract, self.fps)
+                for n, end in zip(lengths, ends, strict=True)
+            ]
+        )
+        mean, std = standardization(targets if self._frames is None else targets[self._frames])
+        return ((targets - mean) / std).astype(np.float32)
 
     def __len__(self) -> int:
         return len(self._frames) if self._frames is not None else len(self.dataset)
@@ -155,6 +170,7 @@ class WindowDataset:
             "task": tasks[task_index] if task_index < len(tasks) else "",
             "embodiment_id": self.embodiment_id,
             "belt_speed": float(self._belt_speed[self._episode_pos[frame]]),
+            "hindsight": self._hindsight[frame],
             "episode_index": int(self._episode[frame]),
             "frame_index": int(self._frame[frame]),
         }
