@@ -91,6 +91,10 @@ def test_metadata_is_checked() -> None:
         PolicyMetadata("rizon4s_wuji2_bimanual", "torque", 54, 16, 50.0)
     with pytest.raises(PolicyError, match="action_horizon: expected at least 1"):
         PolicyMetadata("rizon4s_wuji2_bimanual", "tcp", 54, 0, 50.0)
+    with pytest.raises(PolicyError, match=r"quaternions: \[3, 66\], expected columns in \[0, 64\]"):
+        PolicyMetadata(
+            "rizon4s_wuji2_bimanual", "tcp", 54, 8, 50.0, state_dim=68, quaternions=(3, 66)
+        )
 
 
 def test_a_policy_from_a_behavior_follows_its_plan_or_says_why_not(

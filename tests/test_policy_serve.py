@@ -22,7 +22,14 @@ from r2s2r import __version__
 from r2s2r.cli.serve import serve, serve_policy
 from r2s2r.data.config import IMAGE_PREFIX, STATE_KEY
 from r2s2r.policy import wire
-from r2s2r.policy.base import TASK_KEY, Policy, PolicyError, PolicyMetadata
+from r2s2r.policy.base import (
+    BELT_SPEED_KEY,
+    STATE_PAD_KEY,
+    TASK_KEY,
+    Policy,
+    PolicyError,
+    PolicyMetadata,
+)
 from r2s2r.policy.client import PolicyServerGone, RemotePolicy
 from r2s2r.policy.serve import PolicyServer, is_loopback
 from r2s2r.spec.world import CAMERA_NAMES
@@ -206,11 +213,13 @@ def _with(key: str, value: Any) -> dict[str, Any]:
 
 BAD_REQUESTS = [
     (_without(IMAGE_PREFIX + "left_wrist"), "observation.images.left_wrist: expected (H, W, 3) "
-     "uint8, got nothing"),
+     "uint8 with sides in [8, 4096] px, got nothing"),
     (_with(IMAGE_PREFIX + "head", np.zeros((48, 64, 3), np.float32)),
-     "observation.images.head: expected (H, W, 3) uint8, got (48, 64, 3) float32"),
+     "observation.images.head: expected (H, W, 3) uint8 with sides in [8, 4096] px, got "
+     "(48, 64, 3) float32"),
     (_with(IMAGE_PREFIX + "head", np.zeros((48, 64), np.uint8)),
-     "observation.images.head: expected (H, W, 3) uint8, got (48, 64) uint8"),
+     "observation.images.head: expected (H, W, 3) uint8 with sides in [8, 4096] px, got "
+     "(48, 64) uint8"),
     (_with(STATE_KEY, np.zeros((19, 68))),
      "observation.state: expected (20, 68) float32, got (19, 68) float64"),
     (_with(STATE_KEY, np.zeros((20, 68), np.int32)),
@@ -218,8 +227,9 @@ BAD_REQUESTS = [
     (_with(STATE_KEY, np.full((20, 68), np.nan, np.float32)),
      "observation.state: expected finite values, got nan at (0, 0)"),
     (_without(STATE_KEY), "observation.state: expected (20, 68) float32, got nothing"),
-    (_without(TASK_KEY), "task: expected a str (the instruction), got nothing"),
-    (_with(TASK_KEY, 7), "task: expected a str (the instruction), got int"),
+    (_without(TASK_KEY), "task: expected the instruction, a str of 1 to 2000 characters, got "
+     "nothing"),
+    (_with(TASK_KEY, 7), "task: expected the instruction, a str of 1 to 2000 characters, got int"),
     ([1, 2], "request: expected a map of observation keys, got list"),
 ]  # fmt: skip
 
@@ -244,6 +254,119 @@ def test_each_malformed_request_gets_its_error_and_the_connection_goes_on(
         assert isinstance(ws.recv(timeout=5), bytes)
     # No malformed request reached the policy.
     assert policy.calls == len(BAD_REQUESTS) + 1
+
+
+# A policy whose state holds the two arms' TCP quaternions at columns 3 and 10 (the contract's).
+QUAT_METADATA = dataclasses.replace(METADATA, quaternions=(3, 10))
+
+
+def _valid(seed: int) -> dict[str, Any]:
+    """make_request with unit quaternions where QUAT_METADATA has them, padding and a speed."""
+    request = make_request(seed)
+    state = request[STATE_KEY]
+    for q in QUAT_METADATA.quaternions:
+        state[:, q : q + 4] /= np.linalg.norm(state[:, q : q + 4], axis=1, keepdims=True)
+    request[STATE_PAD_KEY] = np.zeros(20, dtype=bool)
+    request[BELT_SPEED_KEY] = 0.08
+    return request
+
+
+def malformed_requests(count: int, seed: int = 0) -> list[tuple[dict[str, Any], str]]:
+    """``count`` requests each with one thing wrong, and the key its error must name:
+    non-finite, huge and non-unit state values, images of wrong shapes and dtypes, missing
+    and extra keys, bad padding, belt speeds and instructions, and the all-zero request."""
+    rng = np.random.default_rng(seed)
+    views = [IMAGE_PREFIX + c for c in CAMERA_NAMES]
+
+    def state_value(value: float) -> tuple[dict[str, Any], str]:
+        request = _valid(int(rng.integers(1 << 30)))
+        row, col = int(rng.integers(20)), int(rng.integers(68))
+        request[STATE_KEY][row, col] = value
+        return request, STATE_KEY
+
+    def non_unit() -> tuple[dict[str, Any], str]:
+        request = _valid(int(rng.integers(1 << 30)))
+        row, q = int(rng.integers(20)), int(rng.choice(QUAT_METADATA.quaternions))
+        request[STATE_KEY][row, q : q + 4] *= rng.choice([0.0, 0.5, 0.9, 1.1, 3.0])
+        return request, f"{STATE_KEY}[{row}, {q}:{q + 4}]"
+
+    def image() -> tuple[dict[str, Any], str]:
+        request, key = _valid(int(rng.integers(1 << 30))), str(rng.choice(views))
+        shape = [(48, 64), (48, 64, 4), (1, 48, 64, 3), (4, 64, 3), (48, 5000, 3), (0, 0, 3)]
+        dtype = [np.float32, np.int64, np.uint16, np.float16, bool]
+        if rng.random() < 0.5:
+            request[key] = np.zeros(shape[int(rng.integers(len(shape)))], np.uint8)
+        else:
+            request[key] = np.zeros((48, 64, 3), dtype[int(rng.integers(len(dtype)))])
+        return request, key
+
+    def state_shape() -> tuple[dict[str, Any], str]:
+        request = _valid(int(rng.integers(1 << 30)))
+        shapes = [(19, 68), (21, 68), (20, 67), (68,), (20, 68, 1), (0, 68)]
+        dtypes = [np.int32, np.float16, np.int64, bool]
+        if rng.random() < 0.5:
+            request[STATE_KEY] = np.zeros(shapes[int(rng.integers(len(shapes)))], np.float32)
+        else:
+            request[STATE_KEY] = request[STATE_KEY].astype(dtypes[int(rng.integers(len(dtypes)))])
+        return request, STATE_KEY
+
+    def missing() -> tuple[dict[str, Any], str]:
+        request = _valid(int(rng.integers(1 << 30)))
+        key = str(rng.choice([*views, STATE_KEY, TASK_KEY]))
+        del request[key]
+        return request, key
+
+    def extra() -> tuple[dict[str, Any], str]:
+        request = _valid(int(rng.integers(1 << 30)))
+        key = str(rng.choice(["observation.images.top", "state", "prompt", "actions", "obs"]))
+        request[key] = np.zeros(3)
+        return request, "request: unexpected keys"
+
+    def other() -> tuple[dict[str, Any], str]:
+        request = _valid(int(rng.integers(1 << 30)))
+        key, values = [
+            (STATE_PAD_KEY, [np.zeros(19, bool), np.zeros(20, np.int8), [False] * 20]),
+            (BELT_SPEED_KEY, [-0.1, float("nan"), float("inf"), 1e9, "fast", True]),
+            (TASK_KEY, ["", "x" * 5000, 7, ["sort"], None]),
+        ][int(rng.integers(3))]
+        request[key] = values[int(rng.integers(len(values)))]
+        return request, key
+
+    makers = [
+        lambda: state_value(float(rng.choice([np.nan, np.inf, -np.inf]))),
+        lambda: state_value(float(rng.choice([1e3, -1e6, 1e30, 3e38]))),
+        non_unit, image, state_shape, missing, extra, other,
+    ]  # fmt: skip
+    zeros = {k: np.zeros_like(v) for k, v in _valid(0).items() if isinstance(v, np.ndarray)}
+    out = [({**_valid(0), **zeros}, f"{STATE_KEY}[0, 3:7]")]
+    while len(out) < count:
+        out.append(makers[int(rng.integers(len(makers)))]())
+    return out
+
+
+def test_hundreds_of_malformed_requests_are_each_named_and_never_reach_the_policy() -> None:
+    policy = EchoPolicy(QUAT_METADATA)
+    requests = malformed_requests(300)
+    with PolicyServer(policy, port=0) as server, connect(server.url) as ws:
+        ws.recv()
+        good = _valid(5)
+        expected = policy._chunk(good).astype(np.float32)
+        for request, key in requests:
+            ws.send(wire.packb(request))
+            reply = ws.recv(timeout=5)
+            assert isinstance(reply, str) and reply.startswith(key), (key, reply)
+            ws.send(wire.packb(good))
+            np.testing.assert_array_equal(wire.unpackb(ws.recv(timeout=5))["actions"], expected)
+        # openpi's own client, sending the all-zero observation a robot program may send
+        # before its first reading, gets the error that names the quaternion.
+        client = WebsocketClientPolicy("127.0.0.1", server.port)
+        try:
+            with pytest.raises(RuntimeError, match=r"observation.state\[0, 3:7\]: expected a unit"):
+                client.infer(requests[0][0])
+            assert client.infer(good)["actions"].shape == (40, 54)
+        finally:
+            client._ws.close()
+    assert policy.calls == len(requests) + 1
 
 
 def test_a_failing_policy_gets_an_error_reply_and_the_server_goes_on(server: PolicyServer) -> None:

@@ -97,6 +97,8 @@ def test_the_first_request_is_the_policys_env_form_after_a_reset(run: Path) -> N
     twin = _twin(2)
     policy = LearnedPolicy.load(run, device="cpu")
     contract = Contract.of(twin.embodiment, "tcp", policy.metadata.cameras)
+    # The server checks the TCP quaternions where the contract holds them.
+    assert policy.metadata.quaternions == contract.state_quaternions() == (3, 10)
     start = start_episode(twin, twin.task, twin.nominal)
     obs = observe(twin, contract, start.instruction)
     history = StateHistory(policy.metadata.state_history)

@@ -47,6 +47,9 @@ class PolicyMetadata:
     # a request in the dataset's form carries as ``observation.state`` (state_history, state_dim).
     state_dim: int = 0
     state_history: int = 1
+    # The state columns where each unit quaternion (qw qx qy qz) starts: a request whose
+    # quaternions are not unit is refused before inference (none: not checked).
+    quaternions: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if self.embodiment not in EMBODIMENT_IDS:
@@ -59,6 +62,11 @@ class PolicyMetadata:
                 raise PolicyError(f"{name}: expected at least 1, got {getattr(self, name)}")
         if not self.control_hz > 0:
             raise PolicyError(f"control_hz: expected a positive rate, got {self.control_hz}")
+        if any(not 0 <= q <= self.state_dim - 4 for q in self.quaternions):
+            raise PolicyError(
+                f"quaternions: {list(self.quaternions)}, expected columns in "
+                f"[0, {self.state_dim - 4}] (the state has {self.state_dim} entries)"
+            )
 
 
 # A request in the dataset's form (what a policy server receives): one (H, W, 3) uint8 image

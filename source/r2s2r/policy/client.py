@@ -34,8 +34,9 @@ def parse_metadata(message: Any, source: str) -> PolicyMetadata:
         raise PolicyError(f"{source}: expected a metadata map on connect, got {message!r}")
     names = {f.name for f in fields(PolicyMetadata)}
     known = {k: v for k, v in message.items() if k in names}
-    if "cameras" in known:
-        known["cameras"] = tuple(known["cameras"])
+    for key in ("cameras", "quaternions"):
+        if key in known:
+            known[key] = tuple(known[key])
     try:
         return PolicyMetadata(**known)
     except TypeError as err:

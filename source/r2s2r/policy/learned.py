@@ -77,6 +77,7 @@ class LearnedPolicy:
             cameras=contract.cameras,
             state_dim=contract.state_dim,
             state_history=cfg.state_history,
+            quaternions=contract.state_quaternions(),
         )
         self._history: deque[np.ndarray] = deque(maxlen=cfg.state_history)
         # Samples seen since ``reset`` (the rest of the history is padding, as in training).

@@ -36,7 +36,15 @@ from r2s2r import __version__
 from r2s2r.data.config import IMAGE_PREFIX, STATE_KEY
 from r2s2r.optional import missing_extra
 from r2s2r.policy import wire
-from r2s2r.policy.base import TASK_KEY, GuidedPolicy, Policy, PolicyError, PolicyMetadata
+from r2s2r.policy.base import (
+    BELT_SPEED_KEY,
+    STATE_PAD_KEY,
+    TASK_KEY,
+    GuidedPolicy,
+    Policy,
+    PolicyError,
+    PolicyMetadata,
+)
 
 try:
     from websockets.exceptions import ConnectionClosed
@@ -103,44 +111,118 @@ def _describe(value: Any) -> str:
         return "nothing"
     if isinstance(value, np.ndarray):
         return f"{value.shape} {value.dtype}"
+    if isinstance(value, str):
+        return f"str of {len(value)} characters"
     return type(value).__name__
 
 
+# What a request may hold besides its images and the ``rtc.*`` prefix.
+_REQUEST_KEYS = (STATE_KEY, STATE_PAD_KEY, TASK_KEY, BELT_SPEED_KEY)
+# Bounds of what a cell can send: image sides (px), proprio magnitude (m, rad), belt speed
+# (m/s), instruction length, and how far from 1 a quaternion's norm may be.
+IMAGE_SIDE = (8, 4096)
+STATE_ABS_MAX = 100.0
+BELT_SPEED_MAX = 10.0
+TASK_MAX_CHARS = 2000
+QUATERNION_TOL = 0.05
+
+
+def _first_bad(mask: np.ndarray) -> tuple[int, ...]:
+    return tuple(int(i) for i in np.argwhere(mask)[0])
+
+
 def validate_request(request: Any, metadata: PolicyMetadata) -> dict[str, Any]:
-    """The request checked against ``metadata`` (state as float32); a ``PolicyError`` naming
-    the key, the expected shape and what came otherwise."""
+    """The request checked against ``metadata`` before inference (state as float32): its keys,
+    each view's shape and dtype, the state history's shape, finite values within what a cell
+    can hold and unit quaternions, the padding mask, the belt speed and the instruction. A
+    ``PolicyError`` names the key, the index and the value where one is wrong."""
     if not isinstance(request, dict):
         raise PolicyError(f"request: expected a map of observation keys, got {_describe(request)}")
+    images = [IMAGE_PREFIX + c for c in metadata.cameras]
+    unknown = sorted(
+        str(k)
+        for k in request
+        if not isinstance(k, str)
+        or (k not in images and k not in _REQUEST_KEYS and not k.startswith(wire.RTC_PREFIX))
+    )
+    if unknown:
+        raise PolicyError(
+            f"request: unexpected keys {unknown}; this policy reads {images + [STATE_KEY]}, "
+            f"{TASK_KEY!r}, optionally {[STATE_PAD_KEY, BELT_SPEED_KEY]} and rtc.* keys"
+        )
     out = dict(request)
-    for camera in metadata.cameras:
-        key = IMAGE_PREFIX + camera
+    for key in images:
         image = request.get(key)
         ok = (
             isinstance(image, np.ndarray)
             and image.dtype == np.uint8
             and image.ndim == 3
             and image.shape[2] == 3
-            and image.size > 0
+            and all(IMAGE_SIDE[0] <= side <= IMAGE_SIDE[1] for side in image.shape[:2])
         )
         if not ok:
-            raise PolicyError(f"{key}: expected (H, W, 3) uint8, got {_describe(image)}")
+            raise PolicyError(
+                f"{key}: expected (H, W, 3) uint8 with sides in {list(IMAGE_SIDE)} px, "
+                f"got {_describe(image)}"
+            )
     if metadata.state_dim > 0:
-        expected = (metadata.state_history, metadata.state_dim)
-        state = request.get(STATE_KEY)
-        if not (
-            isinstance(state, np.ndarray)
-            and state.shape == expected
-            and state.dtype in (np.float32, np.float64)
+        out[STATE_KEY] = _checked_state(request.get(STATE_KEY), metadata)
+        pad = request.get(STATE_PAD_KEY)
+        if pad is not None and not (
+            isinstance(pad, np.ndarray)
+            and pad.dtype == bool
+            and pad.shape == (len(out[STATE_KEY]),)
         ):
-            raise PolicyError(f"{STATE_KEY}: expected {expected} float32, got {_describe(state)}")
-        if not np.isfinite(state).all():
-            bad = tuple(int(i) for i in np.argwhere(~np.isfinite(state))[0])
-            raise PolicyError(f"{STATE_KEY}: expected finite values, got {state[bad]} at {bad}")
-        out[STATE_KEY] = state.astype(np.float32, copy=False)
+            raise PolicyError(
+                f"{STATE_PAD_KEY}: expected ({metadata.state_history},) bool, got {_describe(pad)}"
+            )
+    speed = request.get(BELT_SPEED_KEY)
+    if speed is not None:
+        ok = isinstance(speed, (int, float, np.floating, np.integer)) and not isinstance(
+            speed, bool
+        )
+        if not ok or not 0.0 <= float(speed) <= BELT_SPEED_MAX:
+            raise PolicyError(
+                f"{BELT_SPEED_KEY}: expected a speed in [0, {BELT_SPEED_MAX}] m/s, got "
+                f"{speed if ok else _describe(speed)}"
+            )
     task = request.get(TASK_KEY)
-    if not isinstance(task, str):
-        raise PolicyError(f"{TASK_KEY}: expected a str (the instruction), got {_describe(task)}")
+    if not isinstance(task, str) or not 0 < len(task) <= TASK_MAX_CHARS:
+        raise PolicyError(
+            f"{TASK_KEY}: expected the instruction, a str of 1 to {TASK_MAX_CHARS} characters, "
+            f"got {_describe(task)}"
+        )
     return out
+
+
+def _checked_state(state: Any, metadata: PolicyMetadata) -> np.ndarray:
+    """``observation.state`` as float32, or a ``PolicyError`` naming what is wrong and where."""
+    expected = (metadata.state_history, metadata.state_dim)
+    if not (
+        isinstance(state, np.ndarray)
+        and state.shape == expected
+        and state.dtype in (np.float32, np.float64)
+    ):
+        raise PolicyError(f"{STATE_KEY}: expected {expected} float32, got {_describe(state)}")
+    if not np.isfinite(state).all():
+        bad = _first_bad(~np.isfinite(state))
+        raise PolicyError(f"{STATE_KEY}: expected finite values, got {state[bad]} at {bad}")
+    if (np.abs(state) > STATE_ABS_MAX).any():
+        bad = _first_bad(np.abs(state) > STATE_ABS_MAX)
+        raise PolicyError(
+            f"{STATE_KEY}: expected values within +-{STATE_ABS_MAX} (metres and radians), got "
+            f"{state[bad]:.6g} at {bad}"
+        )
+    for q in metadata.quaternions:
+        norm = np.linalg.norm(state[:, q : q + 4].astype(np.float64), axis=-1)
+        off = np.abs(norm - 1.0) > QUATERNION_TOL
+        if off.any():
+            row = int(np.argmax(off))
+            raise PolicyError(
+                f"{STATE_KEY}[{row}, {q}:{q + 4}]: expected a unit quaternion (qw qx qy qz, norm "
+                f"within {QUATERNION_TOL} of 1), got norm {norm[row]:.4g}"
+            )
+    return state.astype(np.float32, copy=False)
 
 
 def check_chunk(actions: Any, metadata: PolicyMetadata) -> np.ndarray:

@@ -127,6 +127,11 @@ class Contract:
             start += arms * k
         return out
 
+    def state_quaternions(self) -> tuple[int, ...]:
+        """The proprio columns where each arm's TCP quaternion (qw qx qy qz) starts."""
+        start = self.state_layout()["tcp_pose"].start
+        return tuple(start + arm * TCP_POSE_DIM + 3 for arm in range(self.embodiment.num_arms))
+
     # ------------------------------------------------------------------ building
     def observation(
         self,
