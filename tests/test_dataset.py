@@ -33,6 +33,7 @@ from r2s2r.data import (
     export_robomimic,
     verify,
 )
+from r2s2r.data.continuity import continuous
 from r2s2r.data.layout import pending_data
 from r2s2r.sim.env import PickSortEnv
 from r2s2r.sim.scripted import ScriptedPicker
@@ -104,11 +105,14 @@ def lossless(tmp_path_factory: pytest.TempPathFactory, episodes: list[Episode]) 
 
 
 def check_low_dim(ds: Dataset, eps: list[Episode]) -> None:
-    """States, actions and timestamps come back identical (as the stored float32)."""
+    """States, actions and timestamps come back identical (as the stored float32), with each
+    quaternion on the hemisphere of the episode's first frame (data/continuity.py)."""
+    contract = ds.contract
     for i, e in enumerate(eps):
         arrays = ds.episode_arrays(i)
-        states = np.stack([f[1] for f in e["frames"]]).astype(np.float32)
-        actions = np.stack([f[2] for f in e["frames"]]).astype(np.float32)
+        states = continuous(np.stack([f[1] for f in e["frames"]]), contract.state_names())
+        actions = continuous(np.stack([f[2] for f in e["frames"]]), contract.action_names())
+        states, actions = states.astype(np.float32), actions.astype(np.float32)
         np.testing.assert_array_equal(arrays["observation.state"], states)
         np.testing.assert_array_equal(arrays["action"], actions)
         expected_t = (np.arange(len(states)) / 50).astype(np.float32)
@@ -291,7 +295,7 @@ CRASH_SCRIPT = textwrap.dedent(
     while True:
         img = np.full((64, 64, 3), k % 256, dtype=np.uint8)
         images = {"head": img, "left_wrist": img, "right_wrist": img}
-        writer.add_frame(images, rng.normal(size=68), rng.normal(size=54))
+        writer.add_frame(images, rng.normal(size=68) * 0.01, rng.normal(size=54) * 0.01)
         k += 1
         if writer.num_episodes < 2 and writer.buffered_frames == 20:
             writer.save_episode("pick", True, {"seed": writer.num_episodes})

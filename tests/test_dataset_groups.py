@@ -44,7 +44,11 @@ FRAMES_SOURCE = textwrap.dedent(
         return (base + rng.integers(0, 24, (SIZE, SIZE, 3))).clip(0, 255).astype(np.uint8)
 
     def vector(e, k, dim):
-        return np.random.default_rng([e, k, dim]).normal(size=dim)
+        # As a cell records them: small steps, unit TCP quaternions (state 68, action 54).
+        x = np.random.default_rng([e, k, dim]).normal(size=dim) * 0.01
+        for q in (3, 10) if dim == 68 else (3, 30):
+            x[q : q + 4] = (1.0, 0.0, 0.0, 0.0)
+        return x
 
     def write(writer, e):
         for k in range(length(e)):

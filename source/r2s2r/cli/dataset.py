@@ -78,6 +78,20 @@ def verify(
 
 
 @app.command()
+def repair(root: DirArg) -> None:
+    """Make every episode's quaternions continuous (one hemisphere per episode), as the writer
+    now records them; stats follow. Safe to rerun; a dataset already continuous is unchanged."""
+    from r2s2r.data import DatasetWriter
+
+    with DatasetWriter(root) as writer:
+        changed = writer.make_continuous()
+    shown = ", ".join(map(str, changed[:20])) + (" ..." if len(changed) > 20 else "")
+    typer.echo(
+        f"{root}: {len(changed)} episode(s) made continuous" + (f" ({shown})" if changed else "")
+    )
+
+
+@app.command()
 def view(
     root: DirArg,
     episode: Annotated[int, typer.Option(help="episode index")] = 0,

@@ -8,11 +8,14 @@ from pathlib import Path
 import av
 import numpy as np
 
-from r2s2r.data.config import DatasetError
+from r2s2r.data.config import ACTION_KEY, STATE_KEY, DatasetError
+from r2s2r.data.continuity import discontinuities
 from r2s2r.data.layout import EPISODES_PATH, INFO_PATH, PARTIAL, PENDING_DIR, STATS_PATH, read_json
 from r2s2r.data.reader import Dataset
 from r2s2r.data.video import VideoReader, count_packets
 
+# Discontinuities listed per episode and vector before the rest are counted.
+MAX_JUMPS_SHOWN = 3
 # How far a timestamp may be from ``frame_index / fps`` (LeRobot's default tolerance).
 TOLERANCE_S = 1e-4
 
@@ -107,6 +110,23 @@ def _check_data(ds: Dataset, i: int, report: Report) -> None:
         and not ((arrays["task_index"] >= 0) & (arrays["task_index"] < len(ds.tasks))).all()
     ):
         report.faults.append(f"{path}: task_index outside meta/tasks.parquet")
+    for key in (STATE_KEY, ACTION_KEY):
+        if key not in arrays:
+            continue
+        jumps = discontinuities(arrays[key], ds.features[key].get("names"))
+        for jump in jumps[:MAX_JUMPS_SHOWN]:
+            report.faults.append(
+                f"{path}: episode {i}, frame {jump.frame}: {key} {jump.channel} {jump.detail}"
+                + (
+                    "; `r2s2r dataset repair` makes quaternions continuous"
+                    if "flips" in jump.detail
+                    else ""
+                )
+            )
+        if len(jumps) > MAX_JUMPS_SHOWN:
+            report.faults.append(
+                f"{path}: episode {i}: {len(jumps) - MAX_JUMPS_SHOWN} more discontinuities in {key}"
+            )
     ts = arrays["timestamp"].astype(np.float64)
     if n > 1 and not (np.diff(ts) > 0).all():
         report.faults.append(f"{path}: timestamps are not strictly increasing")

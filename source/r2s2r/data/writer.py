@@ -37,6 +37,7 @@ from r2s2r.data.config import (
     DatasetCfg,
     DatasetError,
 )
+from r2s2r.data.continuity import continuous
 from r2s2r.data.layout import (
     EPISODES_PATH,
     INFO_PATH,
@@ -44,6 +45,7 @@ from r2s2r.data.layout import (
     TASKS_PATH,
     commit,
     data_file,
+    episode_data,
     episode_files,
     episode_video,
     group_location,
@@ -262,7 +264,11 @@ class DatasetWriter:
             commit(encoder.path, pending_video(self.root, cam.key, index))
         new_task = task not in self._tasks
         task_index = self._tasks.setdefault(task, len(self._tasks))
-        vectors = {STATE_KEY: np.stack(self._states), ACTION_KEY: np.stack(self._actions)}
+        # Each quaternion stays on one hemisphere through the episode (data/continuity.py).
+        vectors = {
+            STATE_KEY: continuous(np.stack(self._states), self.contract.state_names()),
+            ACTION_KEY: continuous(np.stack(self._actions), self.contract.action_names()),
+        }
         if self.cfg.env_state:
             vectors[ENV_STATE_KEY] = np.stack(self._env_states)
         table = frame_table(
@@ -281,6 +287,44 @@ class DatasetWriter:
         self._pending_sizes[index] = self._sizes_of(index)
         self._close_full_groups()
         return index
+
+    def make_continuous(self) -> list[int]:
+        """Rewrite the saved episodes' state and action columns with each quaternion on one
+        hemisphere through its episode (data/continuity.py), for datasets recorded before the
+        writer kept them so; returns the episodes that changed. Each data file is replaced
+        atomically and every episode's stats are recomputed from what is on disk, so a repair
+        cut short is finished by running it again."""
+        if self._timestamps:
+            raise DatasetError("make_continuous: an episode is being recorded; save it first")
+        names = {STATE_KEY: self.contract.state_names(), ACTION_KEY: self.contract.action_names()}
+        by_file: dict[Path, list[int]] = {}
+        for i, row in enumerate(self._rows):
+            by_file.setdefault(episode_data(self.root, row), []).append(i)
+        changed: list[int] = []
+        for path, members in by_file.items():
+            table = read_parquet(path)
+            owners = table.column("episode_index").to_numpy()
+            rewritten = False
+            for key, entry_names in names.items():
+                before = np.stack(table.column(key).to_numpy(zero_copy_only=False))
+                after = before.copy()
+                for i in members:
+                    rows = owners == int(self._rows[i]["episode_index"])
+                    after[rows] = continuous(before[rows], entry_names)
+                    if not np.array_equal(after[rows], before[rows]):
+                        changed.append(int(self._rows[i]["episode_index"]))
+                    stats = st.vector_stats(after[rows].astype(np.float32))
+                    for name in st.VECTOR_STATS:
+                        self._rows[i][f"stats/{key}/{name}"] = np.ravel(stats[name]).tolist()
+                if not np.array_equal(after, before):
+                    flat = pa.array(np.ascontiguousarray(after, dtype=np.float32).ravel())
+                    column = pa.FixedSizeListArray.from_arrays(flat, after.shape[1])
+                    table = table.set_column(table.column_names.index(key), key, column)
+                    rewritten = True
+            if rewritten:
+                write_parquet(path, table)
+        self._write_meta()
+        return sorted(set(changed))
 
     def video_file(self, index: int, camera_key: str) -> Path:
         """The file holding saved episode ``index``'s frames of one camera (pending or in its

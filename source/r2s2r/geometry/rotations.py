@@ -192,3 +192,32 @@ def _mat_to_quat(mats: np.ndarray) -> np.ndarray:
             (sign * z / n),
         )
     return out
+
+
+# Quaternion continuity. A quaternion and its negative are the same rotation; helpers that
+# return one representative (w >= 0) make a recorded orientation jump by about 1.4 in one
+# frame when it crosses w = 0. Within an episode, recordings keep each quaternion on the
+# hemisphere of the previous frame instead.
+
+
+def continuous_quaternions(x: np.ndarray, starts: tuple[int, ...]) -> np.ndarray:
+    """``x`` (T, D) with each quaternion (the 4 columns from each of ``starts``) negated where
+    needed so consecutive rows have a non-negative dot product; the first row as given."""
+    out = np.array(x, copy=True)
+    for s in starts:
+        q = out[:, s : s + 4]
+        if len(q) < 2:
+            continue
+        dots = np.einsum("ij,ij->i", q[1:], q[:-1])
+        signs = np.cumprod(np.where(dots < 0, -1.0, 1.0))
+        q[1:] *= signs[:, None].astype(q.dtype)
+    return out
+
+
+def same_hemisphere(previous: np.ndarray, x: np.ndarray, starts: tuple[int, ...]) -> np.ndarray:
+    """``x`` (D,) with each quaternion of ``starts`` on the hemisphere of ``previous``'s."""
+    out = np.array(x, copy=True)
+    for s in starts:
+        if float(np.dot(out[s : s + 4], previous[s : s + 4])) < 0:
+            out[s : s + 4] *= -1
+    return out

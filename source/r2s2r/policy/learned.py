@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from r2s2r.data.config import IMAGE_PREFIX, STATE_KEY
+from r2s2r.geometry.rotations import same_hemisphere
 from r2s2r.policy import checkpoint as ckpt
 from r2s2r.policy.actions import ActionCodec
 from r2s2r.policy.base import (
@@ -160,7 +161,10 @@ class LearnedPolicy:
             return images, states, str(observation[TASK_KEY]), pad, speed
         state = self.contract.state(observation).astype(np.float32)
         size = self._metadata.state_history
-        if not self._history:
+        if self._history:
+            # On the previous sample's hemisphere, as the recorded takes are.
+            state = same_hemisphere(self._history[-1], state, self._metadata.quaternions)
+        else:
             self._history.extend([state] * size)
         self._history.append(state)
         self._seen += 1

@@ -81,7 +81,7 @@ class Runtime:
             log.info("runtime: the policy makes no guided chunks; RTC switches after the delay")
         # Learned policies and servers take the dataset's form, with the loop's history.
         self.request_form = wants_request(meta)
-        self.history = StateHistory(meta.state_history)
+        self.history = StateHistory(meta.state_history, meta.quaternions)
         self._estop = threading.Event()
         self._estop_reason = ""
         # Measured lockstep: a result that came back before its latency's periods passed.

@@ -45,7 +45,7 @@ class RequestForm:
     ) -> None:
         self.inner = policy
         self.on_begin = on_begin
-        self._history = StateHistory(policy.metadata.state_history)
+        self._history = StateHistory(policy.metadata.state_history, policy.metadata.quaternions)
 
     @property
     def metadata(self) -> PolicyMetadata:

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from r2s2r.data.config import IMAGE_PREFIX, STATE_KEY
+from r2s2r.geometry.rotations import same_hemisphere
 from r2s2r.policy.base import BELT_SPEED_KEY, STATE_PAD_KEY, TASK_KEY, PolicyMetadata
 
 
@@ -21,10 +22,13 @@ def wants_request(metadata: PolicyMetadata) -> bool:
 
 class StateHistory:
     """The last ``size`` proprio samples of an episode, one per period, oldest first; before
-    ``size`` periods have passed the first sample fills the rest, marked as padding."""
+    ``size`` periods have passed the first sample fills the rest, marked as padding. The
+    quaternions starting at ``quaternions`` stay on the hemisphere of the episode's previous
+    sample, as recorded datasets keep them (data/continuity.py)."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, quaternions: tuple[int, ...] = ()) -> None:
         self.size = size
+        self.quaternions = quaternions
         self._states: deque[np.ndarray] = deque(maxlen=size)
         self._seen = 0
 
@@ -34,7 +38,9 @@ class StateHistory:
 
     def push(self, state: np.ndarray) -> None:
         state = np.asarray(state, dtype=np.float32)
-        if not self._states:
+        if self._states:
+            state = same_hemisphere(self._states[-1], state, self.quaternions)
+        else:
             self._states.extend([state] * self.size)
         self._states.append(state)
         self._seen += 1
