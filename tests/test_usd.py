@@ -79,7 +79,7 @@ def test_every_collision_geom_has_its_shape_and_size(exported):
     model = scene.model
     shapes = {
         k: v
-        for kind in ("Cube", "Sphere", "Capsule", "Cylinder")
+        for kind in ("Cube", "Sphere", "Capsule", "Cylinder", "Mesh")
         for k, v in by_name.get(kind, {}).items()
     }
     for g in range(model.ngeom):
@@ -94,6 +94,13 @@ def test_every_collision_geom_has_its_shape_and_size(exported):
         if model.geom_type[g] in (mujoco.mjtGeom.mjGEOM_CAPSULE, mujoco.mjtGeom.mjGEOM_CYLINDER):
             assert prim.GetAttribute("radius").Get() == pytest.approx(size[0])
             assert prim.GetAttribute("height").Get() == pytest.approx(2 * size[1])
+        if model.geom_type[g] == mujoco.mjtGeom.mjGEOM_ELLIPSOID:
+            # A mesh collided as its convex hull, spanning the semi-axes exactly.
+            points = np.array(prim.GetAttribute("points").Get())
+            np.testing.assert_allclose(points.max(axis=0), size, rtol=1e-6)
+            np.testing.assert_allclose(points.min(axis=0), -size, rtol=1e-6)
+            approx = UsdPhysics.MeshCollisionAPI(prim).GetApproximationAttr().Get()
+            assert approx == UsdPhysics.Tokens.convexHull
         assert tuple(prim.GetAttribute("mjc:friction").Get()) == pytest.approx(
             model.geom_friction[g]
         )
@@ -186,3 +193,22 @@ def test_every_camera_has_the_worldspec_intrinsics_and_pose(exported):
     assert "OmniLensDistortionOpenCvFisheyeAPI" in fisheye.GetMetadata(
         "apiSchemas"
     ).ApplyOperations([])
+
+
+def test_usd_cores_own_validators_find_no_error(exported):
+    """Every validator usd-core registers (UsdPhysics' collider, rigid body, joint and
+    articulation checkers, UsdGeom's and UsdShade's) on the exported stage: no error."""
+    from pxr import UsdValidation
+
+    _, stage, _ = exported
+    registry = UsdValidation.ValidationRegistry()
+    validators = registry.GetOrLoadAllValidators()
+    names = {v.GetMetadata().name for v in validators}
+    assert "usdPhysicsValidators:ColliderChecker" in names
+    errors = UsdValidation.ValidationContext(validators).Validate(stage)
+    found = [
+        (e.GetName(), e.GetMessage())
+        for e in errors
+        if e.GetType() == UsdValidation.ValidationErrorType.Error
+    ]
+    assert not found, found

@@ -1,5 +1,5 @@
 """Newton's own USD importer reads the cell's USD export: every body with its mass, every
-hinge and slide joint, every geom."""
+hinge and slide joint, every geom (the ellipsoid as a convex hull)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,13 @@ def test_newton_reads_the_usd_export(tmp_path):
     builder.add_usd(str(path))
     model = scene.model
     assert builder.body_count == model.nbody - 1
-    assert builder.shape_count == model.ngeom
+    # A mesh collided as its convex hull (the ellipsoid) gets the hull as its shape and the
+    # mesh itself as a visual-only shape beside it.
+    keys = list(builder.shape_label)
+    ellipsoids = int((model.geom_type == mujoco.mjtGeom.mjGEOM_ELLIPSOID).sum())
+    assert builder.shape_count == model.ngeom + ellipsoids
+    hull = keys.index("/World/obj_pink_egg/geom_obj_pink_egg")
+    assert int(builder.shape_type[hull]) == int(newton.GeoType.CONVEX_MESH)
     np.testing.assert_allclose(sorted(builder.body_mass), sorted(model.body_mass[1:]), rtol=1e-6)
     kinds = [int(t) for t in model.jnt_type]
     hinges = kinds.count(int(mujoco.mjtJoint.mjJNT_HINGE))

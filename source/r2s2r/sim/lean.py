@@ -71,6 +71,22 @@ def capsule_mesh(
     return _revolve(rings, slices)
 
 
+def ellipsoid_mesh(
+    semi_axes: np.ndarray, slices: int, stacks: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """An ellipsoid with ``semi_axes`` (x, y, z): a unit sphere of ``stacks`` + 1 rings
+    stretched along each axis (normals follow the stretch: divided by it, then unit)."""
+    rings: list[Ring] = []
+    for phi in np.linspace(-np.pi / 2, np.pi / 2, max(2, stacks) + 1):
+        c = 0.0 if abs(phi) == np.pi / 2 else float(np.cos(phi))
+        rings.append((c, float(np.sin(phi)), c, float(np.sin(phi))))
+    verts, normals, faces = _revolve(rings, slices)
+    axes = np.asarray(semi_axes, dtype=np.float64)
+    normals = normals / axes
+    normals /= np.linalg.norm(normals, axis=1, keepdims=True)
+    return verts * axes, normals, faces
+
+
 def cylinder_mesh(
     radius: float, half_length: float, slices: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

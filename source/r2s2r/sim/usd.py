@@ -21,8 +21,9 @@ What is approximated: the plain USD camera projection (focal length and aperture
 renderers that ignore the lens-distortion API use) has square pixels and a centred principal
 point (the mean of fx, fy; cx, cy are in the distortion API only). Actuators, the
 Cartesian controller and the belt's velocity drive are not exported (the env keeps them in
-the MuJoCo model it simulates), nor are textures. An ellipsoid is a scaled sphere, which
-Newton's USD importer reads as a sphere (it warns).
+the MuJoCo model it simulates), nor are textures. An ellipsoid is a triangle mesh
+(``ELLIPSOID_SLICES`` x ``ELLIPSOID_STACKS``) collided as its convex hull: UsdPhysics allows
+no non-uniformly scaled sphere collider, and usd-core's validators find no error in the stage.
 
 Each prim keeps its MuJoCo name in ``customData["r2s2r:name"]`` (USD prim names cannot hold
 ``:``, and a body, its geom and its joint may share one): bodies are ``/World/<body>``, their
@@ -39,6 +40,7 @@ import mujoco
 import numpy as np
 
 from r2s2r.geometry.rotations import mat_to_quat, quat_conj, quat_mul, quat_to_mat
+from r2s2r.sim.lean import ellipsoid_mesh
 from r2s2r.sim.scene import Scene
 from r2s2r.spec.world import CameraSpec
 
@@ -50,6 +52,8 @@ except ImportError as _err:
     raise missing_extra(_err, "usd") from _err
 
 NAME_KEY = "r2s2r:name"
+# The ellipsoid collider's tessellation (its hull is within 2 % of the true surface).
+ELLIPSOID_SLICES, ELLIPSOID_STACKS = 24, 12
 # USD cameras look along -Z with +Y up; OpenCV cameras along +Z with +Y down.
 USD_FROM_CV = np.diag([1.0, -1.0, -1.0])
 # The pixel pitch (mm) that turns pixel intrinsics into USD focal length and apertures.
@@ -186,9 +190,16 @@ def _geom(stage: Usd.Stage, model: mujoco.MjModel, g: int, body_path: str) -> No
         geom.CreateAxisAttr(UsdGeom.Tokens.z)
         scale = None
     elif gtype == mujoco.mjtGeom.mjGEOM_ELLIPSOID:
-        geom = UsdGeom.Sphere.Define(stage, path)
-        geom.CreateRadiusAttr(1.0)
-        scale = _vec3f(size)
+        # UsdPhysics refuses a non-uniformly scaled sphere collider: a mesh, collided as its
+        # convex hull (the ellipsoid is convex, so the hull is the mesh itself).
+        verts, _, faces = ellipsoid_mesh(size, ELLIPSOID_SLICES, ELLIPSOID_STACKS)
+        geom = UsdGeom.Mesh.Define(stage, path)
+        geom.CreatePointsAttr([Gf.Vec3f(*(float(x) for x in v)) for v in verts])
+        geom.CreateFaceVertexCountsAttr([3] * len(faces))
+        geom.CreateFaceVertexIndicesAttr([int(i) for i in faces.ravel()])
+        geom.CreateExtentAttr([Gf.Vec3f(*(-float(x) for x in size)), _vec3f(size)])
+        geom.CreateSubdivisionSchemeAttr(UsdGeom.Tokens.none)
+        scale = None
     else:
         raise ValueError(
             f"USD export: geom {name or g} has type {mujoco.mjtGeom(gtype).name}, which the "
@@ -206,6 +217,9 @@ def _geom(stage: Usd.Stage, model: mujoco.MjModel, g: int, body_path: str) -> No
     collides = bool(model.geom_contype[g] or model.geom_conaffinity[g])
     if collides:
         UsdPhysics.CollisionAPI.Apply(prim)
+        if isinstance(geom, UsdGeom.Mesh):
+            hull = UsdPhysics.MeshCollisionAPI.Apply(prim)
+            hull.CreateApproximationAttr(UsdPhysics.Tokens.convexHull)
         prim.CreateAttribute("mjc:condim", Sdf.ValueTypeNames.Int).Set(int(model.geom_condim[g]))
         friction = model.geom_friction[g]
         prim.CreateAttribute("mjc:friction", Sdf.ValueTypeNames.Double3).Set(
