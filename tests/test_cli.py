@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -104,3 +105,38 @@ def test_export_writes_a_loadable_mjcf(tmp_path) -> None:  # type: ignore[no-unt
     )
     data = mujoco.MjData(exported)
     mujoco.mj_step(exported, data, nstep=10)
+
+
+def test_a_mujoco_3_export_drops_only_what_3x_refuses_and_simulates_the_same(
+    tmp_path: Path,
+) -> None:
+    """``--mujoco 3``: no geom castshadow and no actuator input (MuJoCo 3.x's schema refuses
+    both; tests/isaaclab loads the file in MuJoCo 3.12), the light's castshadow kept; in this
+    MuJoCo the two files step the same."""
+    import xml.etree.ElementTree as ET
+
+    import mujoco
+    import numpy as np
+
+    four, three = tmp_path / "cell4.xml", tmp_path / "cell3.xml"
+    for path, version in ((four, "4"), (three, "3")):
+        result = runner.invoke(app, ["sim", "export", "--out", str(path), "--mujoco", version])
+        assert result.exit_code == 0, result.output
+    root = ET.parse(three).getroot()
+    assert not [g for g in root.iter("geom") if "castshadow" in g.attrib]
+    assert not [a for a in root.iter("general") if "input" in a.attrib]
+    assert [light for light in root.iter("light") if "castshadow" in light.attrib]
+    assert "castshadow" in {k for g in ET.parse(four).getroot().iter("geom") for k in g.attrib}
+    models = [mujoco.MjModel.from_xml_path(str(p)) for p in (four, three)]
+    datas = [mujoco.MjData(m) for m in models]
+    rng = np.random.default_rng(0)
+    low, high = models[0].actuator_ctrlrange.T
+    for step in range(200):
+        if step % 50 == 0:
+            ctrl = rng.uniform(low, high)
+        for model, data in zip(models, datas, strict=True):
+            data.ctrl[:] = ctrl
+            mujoco.mj_step(model, data)
+    np.testing.assert_array_equal(datas[0].qpos, datas[1].qpos)
+    result = runner.invoke(app, ["sim", "export", "--out", str(three), "--mujoco", "2"])
+    assert result.exit_code != 0

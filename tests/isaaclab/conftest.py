@@ -125,3 +125,14 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Demo:
         spawn,
         bool(info["success"]),
     )
+
+
+@pytest.fixture(scope="session")
+def core_python() -> Path:
+    """The core venv's interpreter (``make setup``'s .venv, or $R2S2R_CORE_PYTHON), which
+    runs MuJoCo 4; the test is skipped without one."""
+    env = os.environ.get("R2S2R_CORE_PYTHON")
+    path = Path(env) if env else _ROOT / ".venv" / "bin" / "python"
+    if not path.is_file():
+        pytest.skip("no core venv (.venv from make setup, or set R2S2R_CORE_PYTHON)")
+    return path

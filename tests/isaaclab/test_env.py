@@ -3,9 +3,6 @@ with the core's MuJoCo cell on a recorded command sequence."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import numpy as np
 import pytest
 import r2s2r_isaaclab
@@ -66,14 +63,7 @@ def test_parity_with_the_core_cell():
     assert result.object_carry_max_mm < OBJECT_TOL_MM, result
 
 
-def _core_python() -> Path | None:
-    """The core venv's interpreter (``make setup``'s .venv, or $R2S2R_CORE_PYTHON)."""
-    env = os.environ.get("R2S2R_CORE_PYTHON")
-    path = Path(env) if env else Path(__file__).resolve().parents[2] / ".venv" / "bin" / "python"
-    return path if path.is_file() else None
-
-
-def test_this_venvs_core_cell_agrees_with_the_core_venvs():
+def test_this_venvs_core_cell_agrees_with_the_core_venvs(core_python):
     """The parity above runs the core cell here, on Newton's MuJoCo 3.12; the core's own venv
     runs MuJoCo 4.0. The same scripted episode in both: same outcome; the TCP the same to a
     tenth of a millimetre on the approach, then within 8 mm (the hand's contacts with the object
@@ -81,10 +71,7 @@ def test_this_venvs_core_cell_agrees_with_the_core_venvs():
     follows the object; 5.3 mm measured on the vendor hand, seed 0)."""
     from r2s2r_isaaclab.parity import core_reference, reference_in
 
-    python = _core_python()
-    if python is None:
-        pytest.skip("no core venv (.venv from make setup, or set R2S2R_CORE_PYTHON)")
-    theirs, ours = reference_in(python, 0, "nominal"), core_reference(0)
+    theirs, ours = reference_in(core_python, 0, "nominal"), core_reference(0)
     assert theirs.status == ours.status == ["sorted"]
     n = min(len(theirs.tcp), len(ours.tcp))
     err = np.linalg.norm(theirs.tcp[:n, :, :3] - ours.tcp[:n, :, :3], axis=-1) * 1e3

@@ -33,3 +33,21 @@ def test_newton_reads_the_usd_export(tmp_path):
     types = list(builder.joint_type)
     assert types.count(newton.JointType.REVOLUTE) == hinges
     assert types.count(newton.JointType.PRISMATIC) == slides
+
+
+def test_the_mujoco_3_export_loads_in_this_venvs_mujoco(tmp_path, core_python):
+    """``r2s2r sim export --mujoco 3`` run by the core venv (MuJoCo 4) writes a file this
+    venv's MuJoCo 3.12 loads: the same bodies, joints, geoms, actuators and masses as the
+    cell this venv builds itself."""
+    import subprocess
+
+    assert mujoco.__version__.startswith("3."), mujoco.__version__
+    out = tmp_path / "cell3.xml"
+    cmd = [str(core_python), "-m", "r2s2r", "sim", "export", "--out", str(out), "--mujoco", "3"]
+    subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=300)
+    loaded = mujoco.MjModel.from_xml_path(str(out))
+    built = build_scene(load_task("pick_sort"), load_world("nominal")).model
+    for field in ("nbody", "njnt", "ngeom", "nu", "nq", "ncam", "nlight"):
+        assert getattr(loaded, field) == getattr(built, field), field
+    np.testing.assert_allclose(loaded.body_mass, built.body_mass, rtol=1e-6)
+    np.testing.assert_allclose(loaded.actuator_gainprm, built.actuator_gainprm, rtol=1e-6)

@@ -82,12 +82,21 @@ def export(
     task: Annotated[
         str, typer.Option(help=f"{' | '.join(TASKS.names())} | path to a TaskSpec YAML")
     ] = "pick_sort",
+    mujoco: Annotated[
+        int,
+        typer.Option(
+            min=3,
+            max=4,
+            help="the MuJoCo major version the file is for (3: loads in MuJoCo 3.x, as Isaac "
+            "Lab's environment pins it)",
+        ),
+    ] = 4,
 ) -> None:
     """Write the cell as a standalone MJCF file (for MuJoCo's tools or other simulators)."""
     from r2s2r.sim.scene import export_mjcf
     from r2s2r.spec.worlds import load_task, load_world
 
-    path = export_mjcf(load_task(task), load_world(world), out)
+    path = export_mjcf(load_task(task), load_world(world), out, mujoco_major=mujoco)
     typer.echo(f"wrote {path}")
 
 

@@ -160,14 +160,45 @@ def nominal_embodiment() -> Embodiment:
     return build_scene(load_task("pick_sort"), load_world("nominal")).embodiment
 
 
-def export_mjcf(task: TaskSpec, world: WorldSpec, path: str | Path) -> Path:
-    """Write the cell as one self-contained MJCF file (textures are builtin, no meshes)."""
+# What MuJoCo 4 writes that MuJoCo 3.x's schema refuses, by element: a geom's castshadow (3.x
+# has it on lights only), an actuator's input (3.x allows it on so3, pid and dcmotor only;
+# a general actuator's gain and bias already say it acts on position or velocity).
+NOT_IN_MUJOCO_3: dict[str, tuple[str, ...]] = {
+    "geom": ("castshadow",),
+    **{tag: ("input",) for tag in ("general", "motor", "position", "velocity", "intvelocity")},
+}
+MJCF_VERSIONS = (3, 4)
+
+
+def export_mjcf(task: TaskSpec, world: WorldSpec, path: str | Path, mujoco_major: int = 4) -> Path:
+    """Write the cell as one self-contained MJCF file (textures are builtin, no meshes) for
+    MuJoCo ``mujoco_major`` (4: as this MuJoCo writes it; 3: without what 3.x refuses, for tools
+    pinned to it, such as Isaac Lab's environment or MuJoCo's USD converter)."""
+    if mujoco_major not in MJCF_VERSIONS:
+        raise ValueError(
+            f"mujoco_major: {mujoco_major}, expected one of {MJCF_VERSIONS} (a major version)"
+        )
     path = Path(path)
     spec = build_spec(task, world)
     spec.compile()
+    text = spec.to_xml()
+    if mujoco_major == 3:
+        text = _without(text, NOT_IN_MUJOCO_3)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(spec.to_xml())
+    path.write_text(text)
     return path
+
+
+def _without(xml: str, attributes: dict[str, tuple[str, ...]]) -> str:
+    """``xml`` with the given attributes of the given elements dropped."""
+    import xml.etree.ElementTree as ET
+
+    root = ET.fromstring(xml)
+    for element in root.iter():
+        for name in attributes.get(element.tag, ()):
+            element.attrib.pop(name, None)
+    ET.indent(root, space="  ")
+    return ET.tostring(root, encoding="unicode") + "\n"
 
 
 def _visual(spec: mujoco.MjSpec, world: WorldSpec) -> None:
