@@ -103,7 +103,7 @@ def test_a_box_mesh_is_the_box() -> None:
 
 def _shadowed() -> WorldSpec:
     world = load_world("nominal")
-    return world.replace(render=world.render.model_copy(update={"shadows": True}))
+    return world.replace(render={"shadows": True})
 
 
 def _views(physics: MujocoPhysics, world: WorldSpec) -> dict[str, np.ndarray]:

@@ -180,9 +180,7 @@ def test_joint_friction_reaches_the_arm_joints_and_only_those(
     task: TaskSpec, world: WorldSpec
 ) -> None:
     nominal = build_scene(task, world)
-    rough_world = world.replace(
-        controller=world.controller.model_copy(update={"joint_friction": 0.25})
-    )
+    rough_world = world.replace(controller={"joint_friction": 0.25})
     rough = build_scene(task, rough_world).model
     emb = nominal.embodiment
     joints = [j for side in emb.sides for j in emb.arm_joint_names(side)]
@@ -216,3 +214,26 @@ def test_hand_actuator_values_are_one_or_one_per_joint_of_the_built_hand(
     # The count is the built hand's: the Wuji hand has 20 joints.
     with pytest.raises(ValueError, match="16 values per hand joint; the left hand has 20 joints"):
         build_scene(task, world.replace(hand=sixteen))
+
+
+def test_replace_merges_a_mapping_into_a_nested_spec_and_validates(world: WorldSpec) -> None:
+    small = world.replace(render={"obs_size": (64, 48)}, controller={"delay_s": 0.0})
+    assert small.render.obs_size == (64, 48) and small.controller.delay_s == 0.0
+    # The keys not named keep their values, in the nested specs and at the top.
+    assert small.render.replace(obs_size=world.render.obs_size) == world.render
+    assert small.controller.replace(delay_s=world.controller.delay_s) == world.controller
+    assert (small.cameras, small.layout) == (world.cameras, world.layout)
+    # A spec replaces the field whole; a dict of specs (the cameras) is not merged.
+    assert world.replace(render=type(world.render)()).render.shadow_map == 512
+    head = {"head": world.cameras["head"]}
+    with pytest.raises(SpecError, match="cameras: missing"):
+        world.replace(cameras=head)
+    # Invalid values and unknown keys are refused, named by their dotted key.
+    with pytest.raises(
+        SpecError, match=r"WorldSpec.replace: invalid WorldSpec:\n  render.obs_size.0"
+    ):
+        world.replace(render={"obs_size": (0, 64)})
+    with pytest.raises(SpecError, match=r"render.obs_sise: unknown key"):
+        world.replace(render={"obs_sise": (64, 64)})
+    with pytest.raises(SpecError, match=r"colour: unknown key"):
+        world.replace(colour="red")

@@ -236,7 +236,7 @@ def test_motion_blur_is_refused(cell: Cell, small_world: WorldSpec) -> None:
 
 def test_vector_env_refuses_motion_blur(small_world: WorldSpec) -> None:
     cams = dict(small_world.cameras)
-    cams["head"] = cams["head"].model_copy(update={"motion_blur_s": 0.01})
+    cams["head"] = cams["head"].replace(motion_blur_s=0.01)
     blurred = small_world.replace(cameras=cams)
     with pytest.raises(NotImplementedError, match="head"):
         PickSortVectorEnv(num_envs=1, world=blurred, images=True, renderer="mujoco_warp")
