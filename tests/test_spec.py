@@ -12,7 +12,7 @@ import yaml
 from r2s2r.paths import presets_dir
 from r2s2r.sim.scene import build_scene
 from r2s2r.spec import SpecError, TaskSpec, WorldSpec
-from r2s2r.spec.worlds import load_world
+from r2s2r.spec.worlds import load_world, world_at
 
 PRESETS = presets_dir()
 
@@ -237,3 +237,12 @@ def test_replace_merges_a_mapping_into_a_nested_spec_and_validates(world: WorldS
         world.replace(render={"obs_sise": (64, 64)})
     with pytest.raises(SpecError, match=r"colour: unknown key"):
         world.replace(colour="red")
+
+
+def test_world_at_gives_the_world_at_an_image_size(world: WorldSpec) -> None:
+    assert world_at(None) == world
+    assert world_at(64).render.obs_size == (64, 64)
+    assert world_at((80, 60), world).render.obs_size == (80, 60)
+    assert world_at(64).replace(render={"obs_size": world.render.obs_size}) == world
+    with pytest.raises(SpecError, match="obs_size"):
+        world_at(-8)
