@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -246,3 +247,18 @@ def test_world_at_gives_the_world_at_an_image_size(world: WorldSpec) -> None:
     assert world_at(64).replace(render={"obs_size": world.render.obs_size}) == world
     with pytest.raises(SpecError, match="obs_size"):
         world_at(-8)
+
+
+def test_no_unvalidated_spec_copies_in_source() -> None:
+    """Specs are copied with changes through ``Spec.replace``, which validates; pydantic's
+    ``model_copy(update=...)`` does not."""
+    source = Path(__file__).resolve().parents[1] / "source"
+    pattern = re.compile(r"\.model_copy\(\s*(?:deep\s*=\s*\w+\s*,\s*)?update\s*=")
+    offenders = [
+        f"{path.relative_to(source)}:{text.count(chr(10), 0, m.start()) + 1}"
+        for path in sorted(source.rglob("*.py"))
+        for text in [path.read_text()]
+        for m in pattern.finditer(text)
+    ]
+    assert len(list(source.rglob("*.py"))) > 100  # The folder is the one with the code.
+    assert offenders == [], f"model_copy(update=...) skips validation; use .replace: {offenders}"
