@@ -6,7 +6,7 @@ STAMP := $(VENV)/.r2s2r-installed
 export MUJOCO_GL ?= egl
 export PYOPENGL_PLATFORM ?= egl
 
-.PHONY: setup demo test test-slow bench lint format docs clean lerobot-venv studio studio-deps studio-bench isaaclab-setup test-isaaclab test-learning test-long
+.PHONY: setup demo test test-fast test-slow bench lint format docs clean lerobot-venv studio studio-deps studio-bench isaaclab-setup test-isaaclab test-learning test-long
 
 setup: $(STAMP)
 
@@ -46,6 +46,16 @@ PYTEST := $(BIN)/python -m pytest -q -n auto --maxprocesses 4 --durations=10
 
 test: $(STAMP)
 	$(PYTEST) --dist loadscope --no-loadscope-reorder
+
+# The edit-test loop's tier, under 2 minutes on 2 cores: the specs and configs, the
+# registries, the observation/action contract, geometry (rotations, kinematics, the
+# embodiment, retargeting), the evaluation's statistics and protocols, the CLI's parsing and
+# errors. A file joins only if it renders, trains and records nothing in a fixture.
+FAST_TESTS := $(patsubst %,tests/test_%.py,spec configs presets registry contract rotations \
+	kinematics embodiment robots retarget conditions eval_stats eval_protocol cli)
+
+test-fast: $(STAMP)
+	$(PYTEST) $(FAST_TESTS)
 
 test-slow: $(STAMP)
 	$(PYTEST) --dist loadgroup -m "slow and not long"

@@ -97,6 +97,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from r2s2r.cli import headless_gl_default
+
+    headless_gl_default()  # Before MuJoCo is imported (--renderer mujoco renders with it).
     import yaml
     from tqdm import tqdm
 

@@ -45,7 +45,7 @@ from r2s2r.rig.teleop import TeleopSession, TrackerCalibration
 from r2s2r.rig.twin import TwinRig
 from r2s2r.sim.env import PickSortEnv
 from r2s2r.spec import TaskSpec, WorldSpec
-from r2s2r.spec.worlds import load_task, load_world
+from r2s2r.spec.worlds import load_task, load_world, world_at
 
 runner = CliRunner()
 # Twin seeds whose scripted-operator take succeeds: puck (left arm), brick, can, flat box.
@@ -267,8 +267,7 @@ def test_generation_keeps_successes_logs_failures_resumes_and_repeats(
 def test_rendered_replay_matches_what_the_cameras_saw_live(
     demos: list[SourceDemo], task: TaskSpec
 ) -> None:
-    world = load_world("nominal")
-    world = world.replace(render=world.render.model_copy(update={"obs_size": (32, 32)}))
+    world = world_at(32)
     demo = demos[3]
     instance = instance_of(demo, task, world)
     actions = adapt(demo, instance, task, world)[:120]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from r2s2r import __version__
-from r2s2r.cli import app
+from r2s2r.cli import app, headless_gl_default
 
 runner = CliRunner()
 
@@ -22,6 +23,41 @@ def test_python_m_r2s2r_lists_the_subcommands() -> None:
     ).stdout
     assert "sim" in out and "version" in out
     assert runner.invoke(app, ["version"]).output.strip() == __version__
+
+
+_GL_VARS = ("DISPLAY", "WAYLAND_DISPLAY", "MUJOCO_GL", "PYOPENGL_PLATFORM")
+
+
+def test_importing_r2s2r_leaves_the_environment_alone() -> None:
+    """No display and no MUJOCO_GL: the case where an import once chose EGL for the process.
+    The command still can choose: importing it loads no mujoco, which reads MUJOCO_GL once."""
+    env = {k: v for k, v in os.environ.items() if k not in _GL_VARS}
+    code = (
+        "import json, os, sys; before = dict(os.environ); import r2s2r, r2s2r.cli; "
+        "print(json.dumps([before == dict(os.environ), sorted(set(os.environ) ^ set(before)), "
+        "'mujoco' in sys.modules]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    ).stdout
+    assert json.loads(out) == [True, [], False]
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ({}, {"MUJOCO_GL": "egl", "PYOPENGL_PLATFORM": "egl"}),
+        ({"MUJOCO_GL": "osmesa"}, {"MUJOCO_GL": "osmesa", "PYOPENGL_PLATFORM": "osmesa"}),
+        ({"DISPLAY": ":0"}, {"DISPLAY": ":0"}),
+        ({"WAYLAND_DISPLAY": "wayland-0"}, {"WAYLAND_DISPLAY": "wayland-0"}),
+    ],
+)
+def test_the_command_renders_through_egl_without_a_display(
+    given: dict[str, str], expected: dict[str, str]
+) -> None:
+    environ = {"HOME": "/home/x", **given}
+    headless_gl_default(environ)
+    assert environ == {"HOME": "/home/x", **expected}
 
 
 def test_bench_json_has_the_documented_keys() -> None:

@@ -38,7 +38,7 @@ from r2s2r.data.layout import pending_data
 from r2s2r.sim.env import PickSortEnv
 from r2s2r.sim.scripted import ScriptedPicker
 from r2s2r.spec.world import CAMERA_NAMES
-from r2s2r.spec.worlds import load_world
+from r2s2r.spec.worlds import world_at
 
 runner = CliRunner()
 SIZE = 64
@@ -56,8 +56,7 @@ Episode = dict[str, Any]
 @pytest.fixture(scope="module")
 def episodes() -> list[Episode]:
     """Genuine episodes: the scripted picker in the nominal cell, rendered at 64x64."""
-    world = load_world("nominal")
-    world = world.replace(render=world.render.model_copy(update={"obs_size": (SIZE, SIZE)}))
+    world = world_at(SIZE)
     env = PickSortEnv(world=world)
     picker = ScriptedPicker(env)
     out = []

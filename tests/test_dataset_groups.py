@@ -67,7 +67,7 @@ LOSSLESS = DatasetCfg(cameras=CAMERAS, video=VideoCfg(lossless=True, gop=4))
 
 
 def cfg_with(episodes: int | None = None, **limits: float) -> DatasetCfg:
-    return LOSSLESS.model_copy(update={"files": FilesCfg(episodes=episodes, **limits)})
+    return LOSSLESS.replace(files=FilesCfg(episodes=episodes, **limits))
 
 
 def episode_files(root: Path) -> list[str]:

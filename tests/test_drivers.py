@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import logging
 import sys
 import time
 import types
@@ -367,13 +368,22 @@ def test_opencv_camera_checks_its_size_against_the_intrinsics(tmp_path: Path) ->
         OpenCVCamera(str(tmp_path / "missing.avi"), FISHEYE)
 
 
-def test_opencv_camera_in_background_mode_keeps_the_last_frame(tmp_path: Path) -> None:
+def test_opencv_camera_in_background_mode_keeps_the_last_frame(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     video = _write_video(tmp_path / "bg.avi", [_solid(64, 48, (10, 10, 10 * i)) for i in range(3)])
+    caplog.set_level(logging.WARNING, logger="r2s2r.drivers")
     cam = OpenCVCamera(str(video), FISHEYE, background=True, clock=time.monotonic)
     first = cam.read()
-    time.sleep(0.1)  # The thread reaches the end of the file; the last frame stays.
+    # The thread reads to the end of the file and says so (a foreground read would raise).
+    deadline = time.monotonic() + 10.0
+    while not any("end of stream" in r.getMessage() for r in caplog.records):
+        assert time.monotonic() < deadline, "the background thread never reached the end"
+        time.sleep(0.005)
+    # After the end, every read hands out the file's last frame (red 20), the same one.
     last = cam.read()
-    assert last.stamp >= first.stamp and cam.read().stamp == last.stamp
+    assert last.stamp >= first.stamp and abs(last.image[..., 0].mean() - 20) < 8
+    assert cam.read().stamp == last.stamp
     cam.close()
 
 

@@ -185,7 +185,7 @@ def test_cartesian_controller_tracks_a_pose_target_under_its_limits() -> None:
 
 
 def test_a_slow_velocity_limit_slows_the_arm(world) -> None:  # type: ignore[no-untyped-def]
-    slow = world.replace(controller=world.controller.model_copy(update={"max_lin_vel": 0.05}))
+    slow = world.replace(controller={"max_lin_vel": 0.05})
     env = PickSortEnv(world=slow, images=False)
     obs, _ = env.reset(seed=0)
     target = obs["tcp_pose"].copy()

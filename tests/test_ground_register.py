@@ -32,7 +32,7 @@ from r2s2r.ground.scene import register_scene
 from r2s2r.rig.twin import TwinRig
 from r2s2r.sim.camera import Intrinsics
 from r2s2r.spec import TaskSpec, WorldSpec
-from r2s2r.spec.worlds import load_task, load_world
+from r2s2r.spec.worlds import load_task, load_world, world_at
 
 
 @dataclass
@@ -51,9 +51,7 @@ def capture_twin(seed: int, object_name: str) -> TwinScene:
     """Empty (belt stopped at its start) and populated head-camera RGB-D at full resolution."""
     nominal = load_world("nominal")
     head = nominal.cameras["head"]
-    full = nominal.replace(
-        render=nominal.render.model_copy(update={"obs_size": (head.width, head.height)})
-    )
+    full = world_at((head.width, head.height), nominal)
     rig = TwinRig(seed=seed, world=full)
     truth = rig.reveal_truth().world
     # The head camera's calibration stands in for what camera calibration would give.

@@ -28,7 +28,7 @@ from r2s2r.sim.physics import MujocoPhysics
 from r2s2r.sim.render import SceneRenderer
 from r2s2r.sim.scene import OBJECT_PREFIX, build_scene, build_spec
 from r2s2r.spec import WorldSpec
-from r2s2r.spec.worlds import load_task, load_world
+from r2s2r.spec.worlds import load_task, load_world, world_at
 
 
 def _outward(verts: np.ndarray, normals: np.ndarray, faces: np.ndarray) -> None:
@@ -103,7 +103,7 @@ def test_a_box_mesh_is_the_box() -> None:
 
 def _shadowed() -> WorldSpec:
     world = load_world("nominal")
-    return world.replace(render=world.render.model_copy(update={"shadows": True}))
+    return world.replace(render={"shadows": True})
 
 
 def _views(physics: MujocoPhysics, world: WorldSpec) -> dict[str, np.ndarray]:
@@ -178,7 +178,7 @@ def _quality_views(size: int, edit: Callable[[mujoco.MjSpec], None] | None) -> d
     """The three views, at ``size`` px, of the bent arms and an object on the belt (shadows
     on, no noise), the spec edited by ``edit``."""
     world = _shadowed()
-    world = world.replace(render=world.render.model_copy(update={"obs_size": (size, size)}))
+    world = world_at(size, world)
     return _views(_bent(build_scene(load_task("pick_sort"), world, edit).model), world)
 
 

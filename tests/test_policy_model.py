@@ -119,7 +119,7 @@ def test_trainable_count_is_lora_plus_policy(model: FlowMatchingPolicy) -> None:
 
 
 def test_a_backbone_trained_whole_has_no_adapters_and_every_weight_learns() -> None:
-    cfg = CFG.model_copy(update={"backbone": CFG.backbone.model_copy(update={"finetune": "full"})})
+    cfg = CFG.replace(backbone={"finetune": "full"})
     torch.manual_seed(0)
     whole = build_model(cfg)
     assert not [n for n, m in whole.named_modules() if hasattr(m, "lora_A")]
@@ -233,7 +233,7 @@ def test_embodiments_have_their_own_projections() -> None:
 
 def test_the_domain_token_conditions_the_chunk() -> None:
     torch.manual_seed(0)
-    cfg = CFG.model_copy(update={"domain_conditioning": True, "num_domains": 3})
+    cfg = CFG.replace(domain_conditioning=True, num_domains=3)
     model = build_model(cfg)
     batch = make_batch(cfg, b=1)
     noise = torch.randn(1, cfg.action_horizon, cfg.max_action_dim)
@@ -334,11 +334,11 @@ def test_a_bad_batch_names_its_key(model: FlowMatchingPolicy) -> None:
 
 def test_missing_weights_are_named(tmp_path: Path) -> None:
     gone = tmp_path / "dinov3_vits16.safetensors"
-    cfg = CFG.model_copy(update={"backbone": CFG.backbone.model_copy(update={"weights": gone})})
+    cfg = CFG.replace(backbone={"weights": gone})
     with pytest.raises(PolicyError, match=re.escape(str(gone)) + ".*does not exist.*DINOv3"):
         build_model(cfg)
     gone = tmp_path / "clip.safetensors"
-    cfg = CFG.model_copy(update={"text": CFG.text.model_copy(update={"weights": gone})})
+    cfg = CFG.replace(text={"weights": gone})
     with pytest.raises(PolicyError, match=re.escape(str(gone)) + ".*does not exist.*open_clip"):
         build_model(cfg, device="meta")
 
@@ -352,11 +352,9 @@ def test_weights_files_load(model: FlowMatchingPolicy, tmp_path: Path) -> None:
     clip["visual.proj"] = torch.zeros(3)
     clip["logit_scale"] = torch.zeros(())
     save_file(clip, tmp_path / "clip.safetensors")
-    cfg = CFG.model_copy(
-        update={
-            "backbone": CFG.backbone.model_copy(update={"weights": tmp_path / "vit.safetensors"}),
-            "text": CFG.text.model_copy(update={"weights": tmp_path / "clip.safetensors"}),
-        }
+    cfg = CFG.replace(
+        backbone={"weights": tmp_path / "vit.safetensors"},
+        text={"weights": tmp_path / "clip.safetensors"},
     )
     torch.manual_seed(123)
     loaded = build_model(cfg)

@@ -18,16 +18,14 @@ from r2s2r.rig.operator import ScriptedOperator, TwinEyes
 from r2s2r.rig.safety import SafetySupervisor
 from r2s2r.rig.teleop import TeleopSession, TrackerCalibration
 from r2s2r.rig.twin import TwinRig
-from r2s2r.spec.worlds import load_world
+from r2s2r.spec.worlds import world_at
 
 
 def _recorder(
     root: Path, seed: int, cameras: bool, max_s: float | None, frames: list[FrameRecord]
 ) -> tuple[TwinRig, Recorder, DatasetWriter]:
     logging.getLogger("r2s2r.safety").setLevel(logging.ERROR)
-    world = load_world("nominal")
-    world = world.replace(render=world.render.model_copy(update={"obs_size": (64, 64)}))
-    rig = TwinRig(seed=seed, world=world)
+    rig = TwinRig(seed=seed, world=world_at(64))
     cal = TrackerCalibration.twin()
     teleop = TeleopSession(rig, SafetySupervisor(rig.arms, rig.hands, rig.now, rig.embodiment), cal)
     operator = ScriptedOperator(seed, TwinEyes(rig), rig.task, rig.nominal, cal)

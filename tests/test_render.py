@@ -16,7 +16,7 @@ from r2s2r.spec.world import CAMERA_NAMES
 
 def _with_head(world: WorldSpec, **changes: float) -> WorldSpec:
     cams = dict(world.cameras)
-    cams["head"] = cams["head"].model_copy(update=changes)
+    cams["head"] = cams["head"].replace(**changes)
     return world.replace(cameras=cams)
 
 

@@ -164,33 +164,47 @@ def max_target_step(episode: EpisodeLog, contract: Contract) -> float:
 
 
 # ---------------------------------------------------------------------------- slow policy
-def test_a_slow_policy_never_stalls_the_wall_clock_loop_but_does_when_synchronous() -> None:
+def slow_policy_episode(execution: str) -> EpisodeLog:
+    """Three seconds of the operator's take 3 replayed on the real-time twin by a policy whose
+    every call takes 80 ms (4 periods)."""
     take = operator_take(3)
+    twin, sup = make_twin(3, realtime=True)
+    policy = slow(ReplayPolicy(take, twin.embodiment, twin.now), 80.0)
+    with twin:
+        # d is about 5 periods; s = 6 leaves H - s = 10 periods (200 ms) for each
+        # inference, room for this shared machine's hiccups (RTC: d <= s <= H - d).
+        cfg = RuntimeCfg(execution=execution, exec_horizon=6)
+        return run(twin, sup, policy, cfg, 3.0)
+
+
+def test_a_slow_policy_never_stalls_the_wall_clock_loop_but_does_when_synchronous() -> None:
+    """Judged on the twin's own clock (which periods had an action and advanced the twin);
+    the wall-clock periods are the slow tier's test below."""
     figures = {}
     for execution in ("rtc", "sync"):
-        twin, sup = make_twin(3, realtime=True)
-        policy = slow(ReplayPolicy(take, twin.embodiment, twin.now), 80.0)
-        with twin:
-            # d is about 5 periods; s = 6 leaves H - s = 10 periods (200 ms) for each
-            # inference, room for this shared machine's hiccups (RTC: d <= s <= H - d).
-            cfg = RuntimeCfg(execution=execution, exec_horizon=6)
-            episode = run(twin, sup, policy, cfg, 3.0)
+        episode = slow_policy_episode(execution)
         figures[execution] = (episode, stall_periods(episode), episode.timing())
-    ep, stalls, timing = figures["rtc"]
+    ep, stalls, _ = figures["rtc"]
     latencies = [c.latency_ms for c in ep.chunks if c.latency_ms is not None]
     assert min(latencies) >= 80.0 and len(latencies) >= 10
     # Inference never held the loop: after the first chunk every period had an action and
-    # advanced the twin by exactly one period; the periods kept the 20 ms clock (a loose
-    # bound: this 2-core machine is shared).
+    # advanced the twin by exactly one period.
     assert stalls == {"held": 0, "waited": 0, "stalls": 0}
-    assert timing["period_p50_ms"] == pytest.approx(20.0, abs=2.0)
-    assert timing["period_p99_ms"] < 40.0
     assert all(c.accepted for c in ep.chunks if c.arrived_step is not None)
     # The same policy called synchronously: the loop waits for every chunk.
     sync, sync_stalls, sync_timing = figures["sync"]
     chunks = [c for c in sync.chunks if c.arrived_step is not None]
     assert sync_stalls["waited"] >= 2 * (len(chunks) - 1)
     assert sync_timing["period_max_ms"] >= 80.0
+
+
+@pytest.mark.slow
+def test_a_slow_policy_leaves_the_loop_on_its_20_ms_wall_clock_period() -> None:
+    """Wall-clock periods, so in the slow tier: on a busy 2-core machine they stretch
+    whatever the runtime does (the bounds are loose for that reason too)."""
+    timing = slow_policy_episode("rtc").timing()
+    assert timing["period_p50_ms"] == pytest.approx(20.0, abs=2.0)
+    assert timing["period_p99_ms"] < 40.0
 
 
 # ---------------------------------------------------------------------------- RTC
@@ -315,12 +329,25 @@ def test_an_emergency_stop_from_another_thread_stops_the_arms() -> None:
     twin, sup = make_twin(7, realtime=True)
     take = moving(operator_take(7), twin.embodiment)
     with twin, Runtime(twin, ReplayPolicy(take, twin.embodiment, twin.now), sup) as runtime:
-        timer = threading.Timer(0.8, runtime.emergency_stop, ["the test's stop button"])
+        pressed: list[float] = []
+
+        def press() -> None:
+            # The twin's clock just before and just after the press.
+            pressed.append(twin.now())
+            runtime.emergency_stop("the test's stop button")
+            pressed.append(twin.now())
+
+        timer = threading.Timer(0.8, press)
+        start = start_episode(twin, twin.task, twin.nominal)
+        t0 = twin.now()
         timer.start()
-        episode = runtime.run_episode(start_episode(twin, twin.task, twin.nominal), 3.0)
+        episode = runtime.run_episode(start, 3.0)
         timer.join()
         assert (episode.ended_by, episode.outcome) == ("estop", "safety_stop")
-        assert episode.steps[-1].t == pytest.approx(0.8, abs=0.15)
+        # On the twin's clock: no period that began after the press was logged, and the last
+        # one began at most one period (20 ms) before it.
+        last = t0 + episode.steps[-1].t
+        assert pressed[0] - 0.02 - 1e-9 <= last <= pressed[1] + 1e-9, (pressed, last)
         assert sup.estopped
         assert [e.detail for e in episode.events if e.kind == "estop"] == ["the test's stop button"]
         assert any("emergency stop: the test's stop button" in m for m in episode.messages)

@@ -22,7 +22,7 @@ from r2s2r.runtime.faults import Fault, FaultError, FaultInjector
 from r2s2r.runtime.replay import ReplayPolicy, operator_take
 from r2s2r.sim.contract import Contract
 from r2s2r.sim.scene import nominal_embodiment
-from r2s2r.spec.worlds import load_world
+from r2s2r.spec.worlds import world_at
 
 SEEDS = (3, 7, 0)
 # How far the TCP may be outside the workspace box: the controller's tracking margin. Pushed
@@ -76,9 +76,7 @@ def run(
     views: bool = False,
 ) -> Run:
     """One episode of the seed's replay with ``faults`` injected."""
-    world = load_world("nominal")
-    if views:
-        world = world.replace(render=world.render.model_copy(update={"obs_size": (32, 32)}))
+    world = world_at(32 if views else None)
     twin = TwinRig(seed=seed, world=world, realtime=realtime)
     injector = FaultInjector.parse(faults)
     rig = injector.wrap_rig(twin)

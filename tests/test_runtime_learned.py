@@ -24,7 +24,7 @@ from r2s2r.runtime import Runtime, RuntimeCfg, StepLog, start_episode
 from r2s2r.runtime.request import StateHistory, build_request
 from r2s2r.runtime.scripted import OperatorPolicy
 from r2s2r.sim.contract import Contract
-from r2s2r.spec.worlds import load_world
+from r2s2r.spec.worlds import world_at
 
 
 def _train(demos: Path, tmp: Path, preset: str | Path = "tiny") -> Path:
@@ -61,9 +61,7 @@ def belt_run(recorded_demos: Path, tmp_path_factory: pytest.TempPathFactory) -> 
 
 
 def _twin(seed: int) -> TwinRig:
-    world = load_world("nominal")
-    world = world.replace(render=world.render.model_copy(update={"obs_size": (64, 64)}))
-    return TwinRig(seed=seed, world=world)
+    return TwinRig(seed=seed, world=world_at(64))
 
 
 def test_a_learned_policy_runs_in_lockstep_with_rtc(run: Path) -> None:

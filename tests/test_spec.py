@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,7 @@ import yaml
 from r2s2r.paths import presets_dir
 from r2s2r.sim.scene import build_scene
 from r2s2r.spec import SpecError, TaskSpec, WorldSpec
-from r2s2r.spec.worlds import load_world
+from r2s2r.spec.worlds import load_world, world_at
 
 PRESETS = presets_dir()
 
@@ -180,9 +181,7 @@ def test_joint_friction_reaches_the_arm_joints_and_only_those(
     task: TaskSpec, world: WorldSpec
 ) -> None:
     nominal = build_scene(task, world)
-    rough_world = world.replace(
-        controller=world.controller.model_copy(update={"joint_friction": 0.25})
-    )
+    rough_world = world.replace(controller={"joint_friction": 0.25})
     rough = build_scene(task, rough_world).model
     emb = nominal.embodiment
     joints = [j for side in emb.sides for j in emb.arm_joint_names(side)]
@@ -216,3 +215,50 @@ def test_hand_actuator_values_are_one_or_one_per_joint_of_the_built_hand(
     # The count is the built hand's: the Wuji hand has 20 joints.
     with pytest.raises(ValueError, match="16 values per hand joint; the left hand has 20 joints"):
         build_scene(task, world.replace(hand=sixteen))
+
+
+def test_replace_merges_a_mapping_into_a_nested_spec_and_validates(world: WorldSpec) -> None:
+    small = world.replace(render={"obs_size": (64, 48)}, controller={"delay_s": 0.0})
+    assert small.render.obs_size == (64, 48) and small.controller.delay_s == 0.0
+    # The keys not named keep their values, in the nested specs and at the top.
+    assert small.render.replace(obs_size=world.render.obs_size) == world.render
+    assert small.controller.replace(delay_s=world.controller.delay_s) == world.controller
+    assert (small.cameras, small.layout) == (world.cameras, world.layout)
+    # A spec replaces the field whole; a dict of specs (the cameras) is not merged.
+    assert world.replace(render=type(world.render)()).render.shadow_map == 512
+    head = {"head": world.cameras["head"]}
+    with pytest.raises(SpecError, match="cameras: missing"):
+        world.replace(cameras=head)
+    # Invalid values and unknown keys are refused, named by their dotted key.
+    with pytest.raises(
+        SpecError, match=r"WorldSpec.replace: invalid WorldSpec:\n  render.obs_size.0"
+    ):
+        world.replace(render={"obs_size": (0, 64)})
+    with pytest.raises(SpecError, match=r"render.obs_sise: unknown key"):
+        world.replace(render={"obs_sise": (64, 64)})
+    with pytest.raises(SpecError, match=r"colour: unknown key"):
+        world.replace(colour="red")
+
+
+def test_world_at_gives_the_world_at_an_image_size(world: WorldSpec) -> None:
+    assert world_at(None) == world
+    assert world_at(64).render.obs_size == (64, 64)
+    assert world_at((80, 60), world).render.obs_size == (80, 60)
+    assert world_at(64).replace(render={"obs_size": world.render.obs_size}) == world
+    with pytest.raises(SpecError, match="obs_size"):
+        world_at(-8)
+
+
+def test_no_unvalidated_spec_copies_in_source() -> None:
+    """Specs are copied with changes through ``Spec.replace``, which validates; pydantic's
+    ``model_copy(update=...)`` does not."""
+    source = Path(__file__).resolve().parents[1] / "source"
+    pattern = re.compile(r"\.model_copy\(\s*(?:deep\s*=\s*\w+\s*,\s*)?update\s*=")
+    offenders = [
+        f"{path.relative_to(source)}:{text.count(chr(10), 0, m.start()) + 1}"
+        for path in sorted(source.rglob("*.py"))
+        for text in [path.read_text()]
+        for m in pattern.finditer(text)
+    ]
+    assert len(list(source.rglob("*.py"))) > 100  # The folder is the one with the code.
+    assert offenders == [], f"model_copy(update=...) skips validation; use .replace: {offenders}"

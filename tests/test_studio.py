@@ -117,10 +117,13 @@ def test_recording_discards_a_take_saves_the_next_and_plays_it_back(
     assert window.jobs["record"].running
     qtbot.mouseClick(tab.key_buttons["s"], Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: tab.live.views["head"].frames >= 5, timeout=WAIT_MS)
-    qtbot.mouseClick(tab.key_buttons["d"], Qt.MouseButton.LeftButton)
-    # Ready for the next take: nothing of the discarded one is on disk.
-    qtbot.waitUntil(lambda: "pressed" not in tab.status.text(), timeout=WAIT_MS)
-    time.sleep(0.5)
+    # The recorder reports the discard once the take is gone; nothing of it is on disk.
+    with qtbot.waitSignal(
+        window.jobs["record"].progress,
+        timeout=WAIT_MS,
+        check_params_cb=lambda p: "discarded=1" in p.message,
+    ):
+        qtbot.mouseClick(tab.key_buttons["d"], Qt.MouseButton.LeftButton)
     assert not (out / "meta" / "episodes").exists() or Dataset(out).num_episodes == 0
     seen = tab.live.views["head"].frames
     qtbot.mouseClick(tab.key_buttons["s"], Qt.MouseButton.LeftButton)

@@ -21,7 +21,7 @@ from r2s2r.rig.twin import TwinRig
 from r2s2r.rig.views import TwinViewsCfg, ViewState, ViewWorkers, shadow_map_for
 from r2s2r.sim.physics import MujocoPhysics
 from r2s2r.sim.render import CameraPlan, SceneRenderer
-from r2s2r.spec.worlds import load_world
+from r2s2r.spec.worlds import world_at
 
 PERIOD = 0.02
 
@@ -351,8 +351,7 @@ def test_the_twins_views_take_their_detail_and_still_threshold_from_the_config()
     detail (``match_detail``), and the boxes and floor with fewer quads and grid cells; its
     renderers leave frames unblurred under the config's
     ``still_px`` (the views a worker makes are built from the same config)."""
-    world = load_world("nominal")
-    small = world.replace(render=world.render.model_copy(update={"obs_size": (64, 64)}))
+    small = world_at(64)
     vertices, quality, floor = {}, {}, {}
     for detail in (True, False):
         twin = TwinRig(seed=0, world=small, views=TwinViewsCfg(match_detail=detail))
@@ -389,8 +388,7 @@ def test_shadow_map_follows_the_delivered_size() -> None:
     assert shadow_map_for((64, 64), 512) == 128
     assert shadow_map_for((128, 96), 512) == 256
     assert shadow_map_for((1280, 720), 1024) == 1024
-    world = load_world("nominal")
-    small = world.replace(render=world.render.model_copy(update={"obs_size": (64, 64)}))
+    small = world_at(64)
     twin = TwinRig(seed=0, world=small)
     assert twin._physics.model.vis.quality.shadowsize == 128
     assert twin.cameras["head"].read().image.shape == (64, 64, 3)
@@ -442,8 +440,7 @@ def test_view_workers_rasterize_in_their_own_thread_unless_asked() -> None:
     """With ``raster_threads=0`` (the default) a worker's renders run in its own thread, no
     rasterizer threads beside it; with None Mesa starts its own (when it renders in
     software, as on this machine)."""
-    world = load_world("nominal")
-    small = world.replace(render=world.render.model_copy(update={"obs_size": (64, 64)}))
+    small = world_at(64)
     counts = {}
     for threads in (0, None):
         twin = TwinRig(seed=0, world=small, views=TwinViewsCfg(raster_threads=threads))

@@ -76,9 +76,7 @@ def test_vendor_arm_and_hand_replace_the_authored_models(
     arm_xml = tmp_path / "arm.xml"
     _vendor_arm_xml(arm_xml)
     hand_xml = _vendor_hand_xml(tmp_path)
-    vendor_world = world.replace(
-        assets=world.assets.model_copy(update={"arm_mjcf": str(arm_xml), "hand_mjcf": hand_xml})
-    )
+    vendor_world = world.replace(assets={"arm_mjcf": str(arm_xml), "hand_mjcf": hand_xml})
     model = build_scene(task, vendor_world).model
     own = build_scene(task, world).model
     # Same joints under r2s2r's names, the vendor's actuators dropped, ranges in radians.
@@ -97,9 +95,7 @@ def test_vendor_arm_and_hand_replace_the_authored_models(
     for side in ("left", "right"):
         dof = model.joint(f"{side}_j1").dofadr[0]
         assert model.dof_frictionloss[dof] == pytest.approx(VENDOR_FRICTION)
-    rough = vendor_world.replace(
-        controller=world.controller.model_copy(update={"joint_friction": 0.25})
-    )
+    rough = vendor_world.replace(controller={"joint_friction": 0.25})
     rough_model = build_scene(task, rough).model
     for side in ("left", "right"):
         for i in range(7):
@@ -117,7 +113,7 @@ def test_vendor_arm_and_hand_replace_the_authored_models(
 
 
 def test_bad_vendor_files_are_reported(tmp_path: Path, task: TaskSpec, world: WorldSpec) -> None:
-    missing = world.replace(assets=world.assets.model_copy(update={"arm_mjcf": "/no/arm.xml"}))
+    missing = world.replace(assets={"arm_mjcf": "/no/arm.xml"})
     with pytest.raises(FileNotFoundError, match="assets.arm_mjcf: /no/arm.xml does not exist"):
         build_scene(task, missing)
     two_joints = tmp_path / "short.xml"
@@ -125,7 +121,7 @@ def test_bad_vendor_files_are_reported(tmp_path: Path, task: TaskSpec, world: Wo
         "<mujoco><worldbody><body><joint type='hinge'/><geom size='0.1'/>"
         "<body><joint type='hinge'/><geom size='0.1'/></body></body></worldbody></mujoco>"
     )
-    short = world.replace(assets=world.assets.model_copy(update={"arm_mjcf": str(two_joints)}))
+    short = world.replace(assets={"arm_mjcf": str(two_joints)})
     with pytest.raises(ValueError, match="has 2 hinge joints; a Rizon 4S model has 7"):
         build_scene(task, short)
 
@@ -138,7 +134,7 @@ def test_a_vendor_models_limits_are_its_own(
     arm_xml = tmp_path / "arm.xml"
     _vendor_arm_xml(arm_xml, velocity=velocity, ranges=arm_ranges)
     assets = {"arm_mjcf": str(arm_xml), "hand_mjcf": _vendor_hand_xml(tmp_path, scale=0.5)}
-    vendor_world = world.replace(assets=world.assets.model_copy(update=assets))
+    vendor_world = world.replace(assets=assets)
     emb = build_scene(task, vendor_world).embodiment
     # The same robot under the same name; its limits are the files'.
     assert (emb.name, emb.id) == ("rizon4s_wuji2_bimanual", 0)
@@ -157,12 +153,12 @@ def test_a_vendor_arm_without_velocity_limits_needs_them_from_the_world(
 ) -> None:
     arm_xml = tmp_path / "arm.xml"
     _vendor_arm_xml(arm_xml, velocity=None)
-    bare = world.replace(assets=world.assets.model_copy(update={"arm_mjcf": str(arm_xml)}))
+    bare = world.replace(assets={"arm_mjcf": str(arm_xml)})
     with pytest.raises(ValueError, match="gives no joint velocity limits.*arm_velocity_limits"):
         build_scene(task, bare)
-    given = bare.replace(assets=bare.assets.model_copy(update={"arm_velocity_limits": (1.5,) * 7}))
+    given = bare.replace(assets={"arm_velocity_limits": (1.5,) * 7})
     np.testing.assert_array_equal(build_scene(task, given).embodiment.arm_velocity_limits, 1.5)
-    short = bare.replace(assets=bare.assets.model_copy(update={"arm_velocity_limits": (1.5,)}))
+    short = bare.replace(assets={"arm_velocity_limits": (1.5,)})
     with pytest.raises(ValueError, match="arm_velocity_limits: expected 7 values"):
         build_scene(task, short)
 
@@ -171,7 +167,7 @@ def test_a_vendor_hand_is_mapped_by_its_joint_names(
     tmp_path: Path, task: TaskSpec, world: WorldSpec
 ) -> None:
     hand_xml = _vendor_hand_xml(tmp_path)
-    vendor_world = world.replace(assets=world.assets.model_copy(update={"hand_mjcf": hand_xml}))
+    vendor_world = world.replace(assets={"hand_mjcf": hand_xml})
     cell = build_scene(task, vendor_world)
     own = build_scene(task, world)
     assert cell.embodiment.hand_joints == own.embodiment.hand_joints == robots.WUJI_JOINT_NAMES
@@ -194,9 +190,7 @@ def test_a_vendor_hand_of_the_wrong_side_or_names_is_refused(
     tmp_path: Path, task: TaskSpec, world: WorldSpec
 ) -> None:
     _vendor_hand_xml(tmp_path)
-    right_only = world.replace(
-        assets=world.assets.model_copy(update={"hand_mjcf": str(tmp_path / "right.xml")})
-    )
+    right_only = world.replace(assets={"hand_mjcf": str(tmp_path / "right.xml")})
     with pytest.raises(ValueError, match="is a right hand.*mounted on the left arm.*{side}"):
         build_scene(task, right_only)
     text = (tmp_path / "right.xml").read_text().replace("right_finger3_joint2", "right_spread3")
@@ -204,8 +198,6 @@ def test_a_vendor_hand_of_the_wrong_side_or_names_is_refused(
     for side in ("right", "left"):
         source = text if side == "right" else (tmp_path / "left.xml").read_text()
         (tmp_path / "renamed" / f"{side}.xml").write_text(source.replace("right_", f"{side}_"))
-    renamed = world.replace(
-        assets=world.assets.model_copy(update={"hand_mjcf": str(tmp_path / "renamed/{side}.xml")})
-    )
+    renamed = world.replace(assets={"hand_mjcf": str(tmp_path / "renamed/{side}.xml")})
     with pytest.raises(ValueError, match="right.xml has no joint right_finger3_joint2"):
         build_scene(task, renamed)

@@ -30,6 +30,7 @@ from r2s2r.sim.warp_physics import WarpPhysics  # noqa: E402
 from r2s2r.sim.warp_render import DeviceRemap, WarpSceneRenderer  # noqa: E402
 from r2s2r.spec import TaskSpec, WorldSpec  # noqa: E402
 from r2s2r.spec.world import CAMERA_NAMES  # noqa: E402
+from r2s2r.spec.worlds import world_at  # noqa: E402
 
 OBS_SIZE = (64, 64)
 # The ray tracer and the rasterizer shade differently (lighting model, texture filtering,
@@ -57,7 +58,7 @@ HIDDEN_POS = np.array([0.0, 0.0, -2.0])
 
 @pytest.fixture(scope="module")
 def small_world(world: WorldSpec) -> WorldSpec:
-    return world.replace(render=world.render.model_copy(update={"obs_size": OBS_SIZE}))
+    return world_at(OBS_SIZE, world)
 
 
 @pytest.fixture(scope="module")
@@ -236,7 +237,7 @@ def test_motion_blur_is_refused(cell: Cell, small_world: WorldSpec) -> None:
 
 def test_vector_env_refuses_motion_blur(small_world: WorldSpec) -> None:
     cams = dict(small_world.cameras)
-    cams["head"] = cams["head"].model_copy(update={"motion_blur_s": 0.01})
+    cams["head"] = cams["head"].replace(motion_blur_s=0.01)
     blurred = small_world.replace(cameras=cams)
     with pytest.raises(NotImplementedError, match="head"):
         PickSortVectorEnv(num_envs=1, world=blurred, images=True, renderer="mujoco_warp")

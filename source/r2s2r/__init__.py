@@ -10,14 +10,7 @@ in one MuJoCo Warp batch),
 
 from __future__ import annotations
 
-import os
 from typing import Any
-
-# Headless machines render through EGL (a software rasterizer where there is no GPU). MuJoCo
-# reads this when it is first imported, so it is set before anything imports mujoco.
-if not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY"):
-    os.environ.setdefault("MUJOCO_GL", "egl")
-    os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
 
 __version__ = "0.1.0"
 

@@ -27,7 +27,7 @@ if _found is None or _found.origin is None:
     sys.modules.pop("r2s2r_isaaclab", None)
 
 from r2s2r.paths import CONFIG_DIR_ENV  # noqa: E402
-from r2s2r.spec.worlds import load_world  # noqa: E402
+from r2s2r.spec.worlds import load_world, world_at  # noqa: E402
 
 # Where the grounded world of these tests differs from the nominal one.
 BELT_SHIFT = (0.024, -0.018, 0.014)
@@ -80,8 +80,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Demo:
     from r2s2r.sim.env import PickSortEnv
     from r2s2r.sim.scripted import ScriptedPicker
 
-    world = load_world("nominal")
-    world = world.replace(render=world.render.replace(obs_size=(64, 64)))
+    world = world_at(64)
     env = PickSortEnv(world=world, images=True, env_state=True)
     obs, info = env.reset(seed=0)
     picker = ScriptedPicker(env)

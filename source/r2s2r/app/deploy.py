@@ -206,11 +206,9 @@ def _open_rig(request: DeployRequest) -> tuple[Rig, SafetySupervisor, Any, Any]:
         return rig, rig.supervise(), task, world
     from r2s2r.rig.safety import SafetySupervisor
     from r2s2r.rig.twin import TwinRig
-    from r2s2r.spec.worlds import load_world
+    from r2s2r.spec.worlds import world_at
 
-    world = load_world("nominal")
-    size = (request.image_size, request.image_size)
-    world = world.replace(render=world.render.model_copy(update={"obs_size": size}))
+    world = world_at(request.image_size)
     twin = TwinRig(
         seed=request.seed, world=world, realtime=request.realtime, condition=request.condition
     )

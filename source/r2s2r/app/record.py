@@ -164,11 +164,9 @@ def _twin(request: RecordRequest) -> tuple[Any, ...]:
     from r2s2r.rig.safety import SafetySupervisor
     from r2s2r.rig.teleop import TeleopSession, TrackerCalibration
     from r2s2r.rig.twin import TwinRig
-    from r2s2r.spec.worlds import load_world
+    from r2s2r.spec.worlds import world_at
 
-    world = load_world("nominal")
-    size = request.image_size or 64  # Without views the size is never rendered.
-    world = world.replace(render=world.render.model_copy(update={"obs_size": (size, size)}))
+    world = world_at(request.image_size or 64)  # Without views the size is never rendered.
     twin = TwinRig(seed=request.seed, world=world, realtime=request.realtime, cell=request.cell)
     calibration = TrackerCalibration.twin()
     arms: dict[str, Arm] = dict(twin.arms)

@@ -43,7 +43,7 @@ from r2s2r.sim.render import plan_cameras
 from r2s2r.sim.scene import OBJECT_PREFIX
 from r2s2r.spec import Spec
 from r2s2r.spec.base import PosInt
-from r2s2r.spec.worlds import load_task, load_world
+from r2s2r.spec.worlds import load_task, world_at
 
 # The job's arguments, kept beside the dataset so that a rerun continues the same job.
 JOB_FILE = "render/job.json"
@@ -115,8 +115,7 @@ class StateReplay:
     def __init__(
         self, world: str | Path = "nominal", task: str | Path = "pick_sort", size: int = 256
     ):
-        spec = load_world(world)
-        spec = spec.replace(render=spec.render.model_copy(update={"obs_size": (size, size)}))
+        spec = world_at(size, world)
         self.world = spec
         self._env = PickSortEnv(world=spec, task=load_task(task), images=False)
         self.model: mujoco.MjModel = self._env.model

@@ -73,11 +73,9 @@ def open_supervised(request: RigRequest) -> tuple[Rig, SafetySupervisor]:
             raise RequestError(f"--rig hardware: {err}") from err
         return rig, rig.supervise()  # type: ignore[attr-defined]
     from r2s2r.rig.twin import TwinRig
-    from r2s2r.spec.worlds import load_world
+    from r2s2r.spec.worlds import world_at
 
-    world = load_world("nominal")
-    size = (request.image_size, request.image_size)
-    world = world.replace(render=world.render.model_copy(update={"obs_size": size}))
+    world = world_at(request.image_size)
     twin = TwinRig(
         seed=request.seed,
         world=world,

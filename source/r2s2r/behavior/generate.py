@@ -37,7 +37,7 @@ from r2s2r.scaleout import Job, check_address, in_order, run_tasks
 from r2s2r.spec import Spec, TaskSpec, WorldSpec
 from r2s2r.spec.base import NonNegInt, PosInt
 from r2s2r.spec.world import CAMERA_NAMES
-from r2s2r.spec.worlds import load_task, load_world
+from r2s2r.spec.worlds import load_task, world_at
 
 log = logging.getLogger("r2s2r.generate")
 Select = Literal["nearest", "random"]
@@ -90,11 +90,8 @@ class Generator:
             raise ValueError(f"episodes: expected at least 1, got {cfg.episodes}")
         self.cfg = cfg
         self.task: TaskSpec = load_task(cfg.task)
-        world = load_world(cfg.world)
-        if cfg.image_size:
-            size = (cfg.image_size, cfg.image_size)
-            world = world.replace(render=world.render.model_copy(update={"obs_size": size}))
-        self.world: WorldSpec = world
+        # Without views (image size 0) the world keeps its own size.
+        self.world: WorldSpec = world_at(cfg.image_size or None, cfg.world)
         self.world_name = Path(str(cfg.world)).stem
         if cfg.behavior not in BEHAVIORS:
             raise ValueError(f"behavior: {BEHAVIORS.unknown(cfg.behavior)}")

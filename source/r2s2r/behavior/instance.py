@@ -62,7 +62,7 @@ def scaled_object(task: TaskSpec, instance: TaskInstance) -> ObjectSpec:
     obj = task.object_named(instance.object_name)
     if instance.scale == 1.0:
         return obj
-    return obj.model_copy(update={"size": tuple(v * instance.scale for v in obj.size)})
+    return obj.replace(size=tuple(v * instance.scale for v in obj.size))
 
 
 def check_instance(task: TaskSpec, world: WorldSpec, instance: TaskInstance) -> None:

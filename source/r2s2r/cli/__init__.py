@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sys
+from collections.abc import MutableMapping
 
 import typer
 
@@ -54,11 +56,23 @@ def version() -> None:
     typer.echo(__version__)
 
 
+def headless_gl_default(environ: MutableMapping[str, str] = os.environ) -> None:
+    """Without a display, render through EGL (Mesa's software rasterizer where there is no
+    GPU) unless ``MUJOCO_GL`` says otherwise. MuJoCo picks its OpenGL backend when it is first
+    imported, so this runs before any command imports it; a library user sets the variable
+    themselves."""
+    if environ.get("DISPLAY") or environ.get("WAYLAND_DISPLAY"):
+        return
+    environ.setdefault("MUJOCO_GL", "egl")
+    environ.setdefault("PYOPENGL_PLATFORM", environ["MUJOCO_GL"])
+
+
 def main() -> None:
     """Run the CLI; bad input (a spec, a value, a missing file) ends with its message, not a
     traceback."""
     from r2s2r.spec import SpecError
 
+    headless_gl_default()
     try:
         app()
     except (SpecError, ValueError, FileNotFoundError) as err:

@@ -110,7 +110,7 @@ class DatasetCfg(Spec):
 
     def same_content(self, other: DatasetCfg) -> bool:
         """Whether ``other`` describes the same frames (everything but ``files``)."""
-        return self.model_copy(update={"files": other.files}) == other
+        return self.replace(files=other.files) == other
 
     @property
     def robot_type(self) -> str:

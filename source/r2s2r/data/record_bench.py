@@ -10,9 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
-from r2s2r.rig.bench import world_at
 from r2s2r.rig.twin import TwinRig
 from r2s2r.rig.views import TwinViewsCfg
+from r2s2r.spec.worlds import world_at
 
 
 def bench_record(

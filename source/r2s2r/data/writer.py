@@ -460,7 +460,7 @@ class DatasetWriter:
             self.root, {p for r in self._rows for p in episode_files(self.root, r, keys)}
         )
         # A reopened dataset continues with the caller's group limits, if given.
-        return stored if cfg is None else stored.model_copy(update={"files": cfg.files})
+        return stored if cfg is None else stored.replace(files=cfg.files)
 
     def _tasks_table(self) -> pa.Table:
         table = pa.table(

@@ -71,7 +71,7 @@ class Rollouts:
             from r2s2r.data import DatasetWriter
 
             files = FilesCfg(episodes=1)
-            self.writer = DatasetWriter(self.root, cfg.model_copy(update={"files": files}))
+            self.writer = DatasetWriter(self.root, cfg.replace(files=files))
         return self.writer
 
     def video_of(self, cameras: list[str], index: int) -> str:

@@ -154,12 +154,10 @@ class TwinRigs:
     def __init__(
         self, image_size: int = 256, world: str | Path = "nominal", cell: int | None = None
     ) -> None:
-        from r2s2r.spec.worlds import load_world
+        from r2s2r.spec.worlds import world_at
 
         self.cell = cell
-        base = load_world(world)
-        size = (image_size, image_size)
-        self.world = base.replace(render=base.render.model_copy(update={"obs_size": size}))
+        self.world = world_at(image_size, world)
 
     def open(self, trial: Trial) -> tuple[Rig, SafetySupervisor, TaskSpec, WorldSpec]:
         from r2s2r.rig.twin import TwinRig

@@ -7,14 +7,13 @@ back to the lines of a ``trials.jsonl``.
 
 from __future__ import annotations
 
-import math
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy.stats import norm
+from scipy.stats import binomtest
 
 from r2s2r.eval.trials import BEHAVIOR_LEVELS, CONDITIONS, WORLD_LEVELS, TrialLog, TrialRecord
 
@@ -45,30 +44,19 @@ def group_conditions(group: str) -> tuple[str, ...]:
     raise ValueError(f"unknown group {group!r}, expected one of {', '.join(GROUPS)}")
 
 
-def z_value(confidence: float) -> float:
-    """The two-sided standard normal quantile of a ``confidence`` interval (1.96 for 0.95)."""
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    return float(norm.ppf(0.5 + confidence / 2.0))
-
-
 def wilson_interval(successes: int, trials: int, confidence: float = 0.95) -> tuple[float, float]:
-    """The Wilson score interval of a binomial proportion: the rates p whose score test
-    |k/n - p| / sqrt(p (1 - p) / n) <= z does not reject, in closed form."""
+    """The Wilson score interval of a binomial proportion (SciPy's; exactly 0 at no success
+    and 1 at all successes)."""
     if trials <= 0:
         raise ValueError(f"a Wilson interval needs trials > 0, got {trials}")
     if not 0 <= successes <= trials:
         raise ValueError(f"successes must be in [0, {trials}], got {successes}")
-    z = z_value(confidence)
-    p = successes / trials
-    z2n = z * z / trials
-    centre = (p + z2n / 2.0) / (1.0 + z2n)
-    half = z / (1.0 + z2n) * math.sqrt(p * (1.0 - p) / trials + z2n / (4.0 * trials))
-    # The bounds are exactly 0 at k = 0 and 1 at k = n; elsewhere clipping removes rounding
-    # outside [0, 1] only.
-    low = 0.0 if successes == 0 else max(0.0, centre - half)
-    high = 1.0 if successes == trials else min(1.0, centre + half)
-    return low, high
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    ci = binomtest(int(successes), int(trials)).proportion_ci(
+        confidence_level=confidence, method="wilson"
+    )
+    return float(ci.low), float(ci.high)
 
 
 @dataclass(frozen=True)

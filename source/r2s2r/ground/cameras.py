@@ -396,14 +396,12 @@ def grounded_cameras(world: WorldSpec, cams: dict[str, CameraGrounding]) -> Worl
         c = g.calibration
         old = specs[name]
         sx, sy = old.width / c.image_size[0], old.height / c.image_size[1]
-        specs[name] = old.model_copy(
-            update={
-                "fx": c.fx * sx,
-                "fy": c.fy * sy,
-                "cx": (c.cx + 0.5) * sx - 0.5,
-                "cy": (c.cy + 0.5) * sy - 0.5,
-                "dist": tuple(c.dist),
-                "pose": Pose.from_dict({"pos": list(g.pose[:3]), "quat": list(g.pose[3:])}),
-            }
+        specs[name] = old.replace(
+            fx=c.fx * sx,
+            fy=c.fy * sy,
+            cx=(c.cx + 0.5) * sx - 0.5,
+            cy=(c.cy + 0.5) * sy - 0.5,
+            dist=tuple(c.dist),
+            pose=Pose.from_dict({"pos": list(g.pose[:3]), "quat": list(g.pose[3:])}),
         )
     return world.replace(cameras=specs)

@@ -197,15 +197,15 @@ class SceneRegistration:
 
     def update_layout(self, layout: LayoutSpec) -> LayoutSpec:
         """``layout`` with the belt's and bins' poses replaced by the registered ones."""
-        belt = layout.belt.model_copy(
-            update={"pos": tuple(float(v) for v in self.belt.pos), "yaw_deg": self.belt.yaw_deg}
+        belt = layout.belt.replace(
+            pos=tuple(float(v) for v in self.belt.pos), yaw_deg=self.belt.yaw_deg
         )
         bins = dict(layout.bins)
         for name, b in self.bins.items():
             bins[name] = BinLayout(
                 pos=(float(b.pos[0]), float(b.pos[1]), float(b.pos[2])), yaw_deg=b.yaw_deg
             )
-        return layout.model_copy(update={"belt": belt, "bins": bins})
+        return layout.replace(belt=belt, bins=bins)
 
     def update_world(self, world: WorldSpec) -> WorldSpec:
         """``world`` with its layout updated (validated copy)."""

@@ -79,7 +79,7 @@ def _arm_model(
     without the actuator delay (it is applied to the ctrl instead). Self-contacts stay:
     some postures touch link to link or palm to link."""
     spec = scene_mod.new_spec(world)
-    bare = world.replace(controller=world.controller.model_copy(update={"delay_s": 0.0}))
+    bare = world.replace(controller={"delay_s": 0.0})
     arm, hand = scene_mod.add_arm_and_hand(spec, bare, side)
     check_joints("hand_q", len(hand_q), len(hand.joints), "hand", source)
     for act in list(spec.actuators):
@@ -308,8 +308,14 @@ class _Params:
         upd = {}
         for name, v in zip(self.names, x, strict=True):
             base = getattr(self.nominal, name)
-            upd[name] = base + v * _ABSOLUTE[name][0] if name in _ABSOLUTE else base * np.exp(v)
-        return self.nominal.model_copy(update={k: float(v) for k, v in upd.items()})
+            if name in _ABSOLUTE:
+                unit, (low, _) = _ABSOLUTE[name]
+                # At the lower bound, rounding can land a hair below it (-1e-19 s of delay),
+                # which the spec refuses.
+                upd[name] = max(low, base + v * unit)
+            else:
+                upd[name] = base * np.exp(v)
+        return self.nominal.replace(**{k: float(v) for k, v in upd.items()})
 
     def x(self, ctl: ArmControllerSpec) -> np.ndarray:
         out = []
@@ -338,7 +344,7 @@ def _initial_guess(recs: Sequence[ArmRecording], nominal: ArmControllerSpec) -> 
     peak = max(
         float(np.max(np.linalg.norm(np.diff(r.tcp[:, :3], axis=0), axis=1)) * r.hz) for r in recs
     )
-    return nominal.model_copy(update={"max_lin_vel": min(nominal.max_lin_vel, peak)})
+    return nominal.replace(max_lin_vel=min(nominal.max_lin_vel, peak))
 
 
 def _residuals(pred: np.ndarray, meas: np.ndarray) -> np.ndarray:

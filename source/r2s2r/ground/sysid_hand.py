@@ -204,7 +204,7 @@ def fit_hand(
     )  # fmt: skip
     bar.close()
     kp, kv = gains(sol.x)
-    return nominal.hand.model_copy(update={"kp": tuple(kp.tolist()), "kv": tuple(kv.tolist())})
+    return nominal.hand.replace(kp=tuple(kp.tolist()), kv=tuple(kv.tolist()))
 
 
 @dataclass(frozen=True)

@@ -108,12 +108,7 @@ class LearnedPolicy:
         except (KeyError, TypeError, ValueError) as err:
             raise PolicyError(f"{run_dir / ckpt.CONFIG_FILE}: not a run config ({err})") from None
         # The checkpoint holds every weight: pretrained files are not needed to load it.
-        cfg = cfg.model_copy(
-            update={
-                "backbone": cfg.backbone.model_copy(update={"weights": None}),
-                "text": cfg.text.model_copy(update={"weights": None}),
-            }
-        )
+        cfg = cfg.replace(backbone={"weights": None}, text={"weights": None})
         dev = resolve_device(device)
         saved = ckpt.load_checkpoint(path, optimizer=False)
         model = build_model(cfg, dev)

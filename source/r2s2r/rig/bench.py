@@ -18,8 +18,7 @@ from r2s2r.rig.twin import TwinRig
 from r2s2r.rig.views import TwinViewsCfg
 from r2s2r.sim.bench import machine
 from r2s2r.sim.render import SceneRenderer
-from r2s2r.spec import WorldSpec
-from r2s2r.spec.worlds import load_world
+from r2s2r.spec.worlds import world_at
 
 # The twin's camera paths, one way added at a time, each measured against the raw renderer
 # in the same run: the reference, the one-render blur, cameras at 30 frames/s, the views in
@@ -58,14 +57,6 @@ VIEW_PATHS: dict[str, TwinViewsCfg] = {
     "flow_blur_30fps_workers_3_latency_2_views_wide_no_sites_lean_cell_still": TwinViewsCfg(),
     "option_wrists_15fps": TwinViewsCfg(camera_fps=WRISTS_15FPS),
 }
-
-
-def world_at(size: int | None) -> WorldSpec:
-    """The nominal world delivering ``size`` px views (its own size when None)."""
-    world = load_world("nominal")
-    if size is None:
-        return world
-    return world.replace(render=world.render.model_copy(update={"obs_size": (size, size)}))
 
 
 def bench_twin(

@@ -152,78 +152,65 @@ def true_world(nominal: WorldSpec, rng: np.random.Generator, hand_dof: int) -> W
             scale = 1.0 + rng.uniform(-0.02, 0.02)
             dist = cam.dist
             pose = _move_pose(cam.pose, rng, rng.uniform(0.025, 0.035), rng.uniform(1.4, 2.0))
-        cams[name] = cam.model_copy(
-            update={
-                "fx": cam.fx * scale,
-                "fy": cam.fy * scale * (1.0 + rng.uniform(-0.003, 0.003)),
-                "cx": cam.cx + rng.uniform(-6.0, 6.0),
-                "cy": cam.cy + rng.uniform(-6.0, 6.0),
-                "dist": tuple(dist),
-                "pose": pose,
-                "motion_blur_s": rng.uniform(0.002, 0.006),
-            }
+        cams[name] = cam.replace(
+            fx=cam.fx * scale,
+            fy=cam.fy * scale * (1.0 + rng.uniform(-0.003, 0.003)),
+            cx=cam.cx + rng.uniform(-6.0, 6.0),
+            cy=cam.cy + rng.uniform(-6.0, 6.0),
+            dist=tuple(dist),
+            pose=pose,
+            motion_blur_s=rng.uniform(0.002, 0.006),
         )
     layout = nominal.layout
-    belt = layout.belt.model_copy(
-        update={
-            "pos": (
-                layout.belt.pos[0] + _signed(rng, 0.020, 0.028),
-                layout.belt.pos[1] + _signed(rng, 0.014, 0.022),
-                layout.belt.pos[2] + rng.uniform(0.011, 0.017),
-            )
-        }
+    belt = layout.belt.replace(
+        pos=(
+            layout.belt.pos[0] + _signed(rng, 0.020, 0.028),
+            layout.belt.pos[1] + _signed(rng, 0.014, 0.022),
+            layout.belt.pos[2] + rng.uniform(0.011, 0.017),
+        )
     )
     # Bins stand where they were put down, a few millimetres from their drawing positions.
     bins = {
-        name: b.model_copy(
-            update={
-                "pos": (
-                    b.pos[0] + _signed(rng, 0.004, 0.012),
-                    b.pos[1] + _signed(rng, 0.004, 0.012),
-                    b.pos[2],
-                )
-            }
+        name: b.replace(
+            pos=(
+                b.pos[0] + _signed(rng, 0.004, 0.012),
+                b.pos[1] + _signed(rng, 0.004, 0.012),
+                b.pos[2],
+            )
         )
         for name, b in layout.bins.items()
     }
     ctl = nominal.controller
-    controller = ctl.model_copy(
-        update={
-            "kp_pos": ctl.kp_pos * rng.uniform(0.6, 0.85),
-            "kp_rot": ctl.kp_rot * rng.uniform(0.6, 0.85),
-            "damping_ratio": ctl.damping_ratio * rng.uniform(0.7, 1.3),
-            "delay_s": ctl.delay_s + rng.uniform(0.008, 0.02),
-            "max_lin_vel": ctl.max_lin_vel * rng.uniform(0.7, 0.9),
-            "max_lin_acc": ctl.max_lin_acc * rng.uniform(0.6, 0.9),
-        }
+    controller = ctl.replace(
+        kp_pos=ctl.kp_pos * rng.uniform(0.6, 0.85),
+        kp_rot=ctl.kp_rot * rng.uniform(0.6, 0.85),
+        damping_ratio=ctl.damping_ratio * rng.uniform(0.7, 1.3),
+        delay_s=ctl.delay_s + rng.uniform(0.008, 0.02),
+        max_lin_vel=ctl.max_lin_vel * rng.uniform(0.7, 0.9),
+        max_lin_acc=ctl.max_lin_acc * rng.uniform(0.6, 0.9),
     )
     hand = nominal.hand
-    hand_truth = hand.model_copy(
-        update={
-            "kp": tuple(rng.uniform(0.7, 1.3, hand_dof) * hand.kp[0])
-            if len(hand.kp) == 1
-            else tuple(np.asarray(hand.kp) * rng.uniform(0.7, 1.3, hand_dof)),
-            "kv": tuple(np.resize(np.asarray(hand.kv), hand_dof) * rng.uniform(0.7, 1.5, hand_dof)),
-        }
+    hand_truth = hand.replace(
+        kp=tuple(rng.uniform(0.7, 1.3, hand_dof) * hand.kp[0])
+        if len(hand.kp) == 1
+        else tuple(np.asarray(hand.kp) * rng.uniform(0.7, 1.3, hand_dof)),
+        kv=tuple(np.resize(np.asarray(hand.kv), hand_dof) * rng.uniform(0.7, 1.5, hand_dof)),
     )
     light = nominal.lighting
     tint = rng.uniform(0.85, 1.0, 3)
-    lighting = light.model_copy(
-        update={
-            "rgb": tuple(tint / tint.max()),
-            "intensity": light.intensity * rng.uniform(0.75, 1.2),
-            "direction": tuple(np.asarray(light.direction) + rng.normal(0, 0.25, 3)),
-        }
+    lighting = light.replace(
+        rgb=tuple(tint / tint.max()),
+        intensity=light.intensity * rng.uniform(0.75, 1.2),
+        direction=tuple(np.asarray(light.direction) + rng.normal(0, 0.25, 3)),
     )
-    render = nominal.render.model_copy(update={"shadows": True})
     return nominal.replace(
         name=f"{nominal.name}+twin_truth",
         cameras=cams,
-        layout=layout.model_copy(update={"belt": belt, "bins": bins}),
+        layout={"belt": belt, "bins": bins},
         controller=controller,
         hand=hand_truth,
         lighting=lighting,
-        render=render,
+        render={"shadows": True},
     )
 
 

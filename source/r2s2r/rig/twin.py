@@ -192,7 +192,7 @@ class TwinRig:
         if views.wide_oversample is not None and not native_cameras:
             render_update["fisheye_oversample"] = views.wide_oversample
         if render_update:
-            drawn = truth_world.replace(render=truth_world.render.model_copy(update=render_update))
+            drawn = truth_world.replace(render=render_update)
 
         def extras(spec: mujoco.MjSpec) -> None:
             add_board(spec, TWIN_BOARD)

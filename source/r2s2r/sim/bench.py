@@ -17,7 +17,7 @@ import numpy as np
 
 from r2s2r.sim.env import PickSortEnv
 from r2s2r.sim.render import SceneRenderer
-from r2s2r.spec.worlds import load_world
+from r2s2r.spec.worlds import world_at
 
 
 def machine() -> str:
@@ -114,11 +114,7 @@ def bench_physics(seconds: float = 3.0, repeats: int = 3) -> dict[str, float]:
 def bench_render(seconds: float = 3.0, image_size: int | None = None) -> dict[str, float]:
     """Three-view renders through the env's renderer (``SceneRenderer``) vs raw
     ``mujoco.Renderer`` calls, at the world's observation size or ``image_size`` px."""
-    world = None
-    if image_size is not None:
-        nominal = load_world("nominal")
-        size = (image_size, image_size)
-        world = nominal.replace(render=nominal.render.model_copy(update={"obs_size": size}))
+    world = None if image_size is None else world_at(image_size)
     env = PickSortEnv(images=True) if world is None else PickSortEnv(images=True, world=world)
     env.reset(seed=0)
     data = env.physics.mjdata(0)
@@ -201,11 +197,9 @@ def bench_warp_render(
     from r2s2r.sim.physics import make_physics
     from r2s2r.sim.render import make_renderer
     from r2s2r.sim.scene import build_scene
-    from r2s2r.spec.worlds import load_task, load_world
+    from r2s2r.spec.worlds import load_task, world_at
 
-    world = load_world("nominal")
-    if obs_size is not None:
-        world = world.replace(render=world.render.model_copy(update={"obs_size": obs_size}))
+    world = world_at(obs_size)
     scene = build_scene(load_task("pick_sort"), world, action_mode="tcp")
     per_size = seconds / (2 * len(batch_sizes))
     batches: dict[str, float] = {}

@@ -156,7 +156,7 @@ def _make_renderer(model: mujoco.MjModel, width: int, height: int) -> mujoco.Ren
     except mujoco.FatalError as err:
         raise RuntimeError(
             f"MuJoCo could not create an OpenGL context ({err}). On a machine without a "
-            "display, set MUJOCO_GL=egl before anything imports mujoco (importing r2s2r first "
+            "display, set MUJOCO_GL=egl before anything imports mujoco (the r2s2r command "
             "does this), and install EGL (apt install libegl1 libgl1-mesa-dri)."
         ) from None
 

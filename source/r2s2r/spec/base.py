@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Annotated, Any, Self
@@ -61,10 +62,26 @@ class Spec(BaseModel):
         tmp.replace(path)
 
     def replace(self, **changes: Any) -> Self:
-        """Return a validated copy with top-level fields replaced."""
-        data = self.model_dump()
-        data.update(changes)
-        return type(self).from_dict(data, source=f"{type(self).__name__}.replace")
+        """A validated copy with ``changes`` applied; the only way specs are copied with
+        changes (``model_copy(update=...)`` would skip validation).
+
+        A mapping given for a field that holds a spec changes only the keys it names, at any
+        depth: ``world.replace(render={"obs_size": (64, 64)})`` keeps the other render
+        settings. Any other value (a spec, a dict of specs, a number) replaces the field."""
+        return type(self).from_dict(_merged(self, changes), source=f"{type(self).__name__}.replace")
+
+
+def _merged(spec: Spec, changes: Mapping[str, Any]) -> dict[str, Any]:
+    """``spec``'s fields as data with ``changes`` applied (mappings merge into nested specs)."""
+    data = spec.model_dump()
+    for key, value in changes.items():
+        current = getattr(spec, key) if key in type(spec).model_fields else None
+        if isinstance(current, Spec) and isinstance(value, Mapping):
+            data[key] = _merged(current, value)
+        else:
+            # An unknown key goes through too, for validation to name it.
+            data[key] = value
+    return data
 
 
 def format_validation_error(err: ValidationError, source: str, what: str) -> str:

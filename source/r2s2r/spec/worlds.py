@@ -79,6 +79,18 @@ def load_world(world: str | Path | WorldSpec) -> WorldSpec:
     return WORLDS.get(str(world))()
 
 
+def world_at(
+    size: int | tuple[int, int] | None, world: str | Path | WorldSpec = "nominal"
+) -> WorldSpec:
+    """``world`` (a spec, a registered name or a YAML path) delivering ``size`` px views:
+    square for an int, (width, height) for a pair, the world's own size when None."""
+    spec = load_world(world)
+    if size is None:
+        return spec
+    obs_size = size if isinstance(size, tuple) else (size, size)
+    return spec.replace(render={"obs_size": obs_size})
+
+
 def load_task(task: str | Path | TaskSpec) -> TaskSpec:
     """A TaskSpec from a spec, a registered name or a YAML path."""
     if isinstance(task, TaskSpec):
