@@ -32,6 +32,7 @@ from r2s2r.rig import interfaces
 from r2s2r.rig.drivers import flexiv, manus, vive, wuji, zed
 from r2s2r.rig.drivers.manual import ManualConveyor, OperatorPresenter
 from r2s2r.rig.drivers.opencv_camera import OpenCVCamera
+from r2s2r.rig.drivers.sdk import SdkVersionError
 from r2s2r.rig.hardware import HardwareRig
 from r2s2r.rig.safety import SafetyLimits
 from r2s2r.sim import robots
@@ -52,8 +53,10 @@ def _quat(rot: Rotation) -> np.ndarray:
 def fake_flexivrdk(
     faulted: bool = False, clear_works: bool = True, operational_after: int = 1
 ) -> types.ModuleType:
-    """The parts of flexivrdk 2.x the driver uses, as documented, recording every call."""
+    """The parts of flexivrdk 2.0 the driver uses, recording every call (tests/flexiv runs the
+    driver on the real wheel's types)."""
     mod = types.ModuleType("flexivrdk")
+    mod.__version__ = flexiv.FLEXIVRDK.written_for  # type: ignore[attr-defined]
     mod.calls = []  # type: ignore[attr-defined]
 
     class Mode:
@@ -123,6 +126,9 @@ def fake_flexivrdk(
         def states(self) -> dict[str, RobotStates]:
             return {JointGroup.ARM_1: RobotStates()}
 
+        def info(self) -> types.SimpleNamespace:
+            return types.SimpleNamespace(model_name="Rizon4s", software_ver="")
+
         def SendCartesianMotionForce(self, cmds: dict[str, NrtCartesianCmd]) -> None:  # noqa: N802
             if self.mode != Mode.NRT_CARTESIAN_MOTION_FORCE:
                 raise RuntimeError("not in the correct control mode")  # std::logic_error
@@ -137,7 +143,7 @@ def fake_flexivrdk(
     return mod
 
 
-def fake_wujihandpy(version: str = wuji.WUJIHANDPY_VERSION) -> types.ModuleType:
+def fake_wujihandpy(version: str = wuji.WUJIHANDPY.written_for) -> types.ModuleType:
     mod = types.ModuleType("wujihandpy")
     mod.__version__ = version  # type: ignore[attr-defined]
 
@@ -176,6 +182,18 @@ def test_flexiv_bring_up_clears_a_fault_then_enables_waits_and_switches_mode() -
     assert isinstance(arm, interfaces.Arm)
 
 
+def test_flexiv_checks_the_sdk_release_and_the_model_before_it_connects() -> None:
+    sdk = fake_flexivrdk()
+    sdk.__version__ = "2.1.0"  # type: ignore[attr-defined]
+    with pytest.raises(SdkVersionError, match=r"model Rizon4s\).*flexivrdk 2\.1\.0 is installed"):
+        flexiv.FlexivArm("Rizon4s-1", BASE, sdk=sdk)
+    with pytest.raises(flexiv.FlexivError, match="model Moonlight is not an arm"):
+        flexiv.FlexivArm("Moonlight-1", BASE, sdk=fake_flexivrdk())
+    assert sdk.calls == []  # type: ignore[attr-defined]
+    arm = flexiv.FlexivArm("Rizon 4s-1", BASE, sdk=fake_flexivrdk())
+    assert (arm.sdk_version, arm.model) == ("2.0.0", "Rizon4s")
+
+
 def _bring_up(sdk: types.ModuleType) -> flexiv.FlexivBringUp:
     ticks = itertools.count(0.0, 1.0)  # A clock that advances one second per reading.
     robot = sdk.Robot("Rizon4s-1")  # type: ignore[attr-defined]
@@ -197,7 +215,7 @@ def test_flexiv_bring_up_fails_clearly_on_timeout_and_on_a_stuck_fault() -> None
 def test_flexiv_state_and_targets_convert_between_cell_and_base_frames() -> None:
     sdk = fake_flexivrdk()
     clock = itertools.count(10.0)
-    arm = flexiv.FlexivArm("s", BASE, sdk=sdk, clock=lambda: next(clock))
+    arm = flexiv.FlexivArm("Rizon4s-1", BASE, sdk=sdk, clock=lambda: next(clock))
     state = arm.state()
     # The base is turned 90 degrees about z: base x is cell y.
     np.testing.assert_allclose(state.tcp_pose[:3], [0.35, -0.10, 1.05], atol=1e-12)
@@ -238,7 +256,7 @@ def test_flexiv_command_normalises_quaternions_and_uses_the_configured_limits() 
 
 def test_flexiv_stop_idles_the_robot_and_the_next_target_resumes_the_mode() -> None:
     sdk = fake_flexivrdk()
-    arm = flexiv.FlexivArm("s", BASE, sdk=sdk)
+    arm = flexiv.FlexivArm("Rizon4s-1", BASE, sdk=sdk)
     arm.stop()
     assert sdk.robot.mode == "IDLE"  # type: ignore[attr-defined]
     arm.send_tcp_target(arm.state().tcp_pose)
@@ -286,8 +304,9 @@ def test_wuji_hand_maps_the_vendors_joint_names_to_the_sdk_grid(side: str) -> No
 
 
 def test_wuji_hand_refuses_an_sdk_it_was_not_written_for() -> None:
-    for version in ("2.0.1", "1.7.3", "dev"):
-        with pytest.raises(RuntimeError, match=rf"wujihandpy {version} is installed.*1\.8\.0"):
+    for version in ("2.0.1", "1.9.0", "1.7.3", "dev"):
+        needs = r"written for wujihandpy 1\.8\.0 and needs wujihandpy==1\.8\.\*"
+        with pytest.raises(SdkVersionError, match=rf"right_hand: .*{needs}; wujihandpy {version}"):
             wuji.WujiHand("right_hand", sdk=fake_wujihandpy(version))
     hand = wuji.WujiHand("right_hand", sdk=fake_wujihandpy("1.8.4"))
     assert hand.sdk_version == "1.8.4"
@@ -423,6 +442,7 @@ def test_zed_without_its_sdk_names_the_installer_or_falls_back(tmp_path: Path) -
 
 def test_zed_sdk_path_against_a_fake_sdk() -> None:
     sl = types.SimpleNamespace(
+        __version__="4.2",
         ERROR_CODE=types.SimpleNamespace(SUCCESS=0),
         RESOLUTION=types.SimpleNamespace(HD720="HD720"),
         DEPTH_MODE=types.SimpleNamespace(NEURAL="NEURAL"),
@@ -466,6 +486,10 @@ def test_zed_sdk_path_against_a_fake_sdk() -> None:
             pass
 
     sl.Camera, sl.Mat = Camera, Mat
+    sl.__version__ = "5.0"
+    with pytest.raises(SdkVersionError, match=r"camera head: .*needs pyzed>=4,<5; pyzed 5\.0"):
+        zed.ZedCamera("head", "sdk", sdk=sl, background=False)
+    sl.__version__ = "4.2"
     cam = zed.ZedCamera("head", "sdk", sdk=sl, background=False)
     assert isinstance(cam, interfaces.DepthCamera) and cam.has_depth
     assert cam.intrinsics() == Intrinsics("pinhole", 1280, 720, 700.0, 701.0, 640.0, 360.0)
@@ -567,6 +591,7 @@ def test_vive_tracker_finds_its_serial_and_reports_lost_tracking_as_nan() -> Non
         getDeviceToAbsoluteTrackingPose=lambda origin, dt, n: poses,
     )
     sdk = types.SimpleNamespace(
+        __version__=vive.OPENVR.written_for,
         init=lambda app: system,
         shutdown=lambda: None,
         VRApplication_Other=3,
@@ -576,6 +601,7 @@ def test_vive_tracker_finds_its_serial_and_reports_lost_tracking_as_nan() -> Non
         TrackingUniverseStanding=1,
     )
     session = vive.OpenVRSession(sdk)
+    assert session.sdk_version == "2.12.1401"
     tracker = vive.ViveTracker("LHR-2", session, clock=lambda: 5.0)
     assert tracker.index == 2
     assert np.isnan(tracker.read_pose()[1]).all()
@@ -583,6 +609,10 @@ def test_vive_tracker_finds_its_serial_and_reports_lost_tracking_as_nan() -> Non
     np.testing.assert_allclose(tracker.read_pose()[1], [0.2, 1.0, 0.4, 1, 0, 0, 0])
     with pytest.raises(RuntimeError, match=r"no Vive tracker with serial 'LHR-0'.*LHR-1"):
         vive.ViveTracker("LHR-0", session)
+    # pyopenvr 1.x (OpenVR 1.x) is refused before SteamVR is asked for anything.
+    sdk.__version__, sdk.init = "1.26.701", None
+    with pytest.raises(SdkVersionError, match=r"OpenVR session: .*openvr 1\.26\.701 is installed"):
+        vive.OpenVRSession(sdk)
 
 
 # --------------------------------------------------------------------------- the rig

@@ -1,4 +1,4 @@
-"""The Flexiv Rizon arm through the Flexiv RDK 2.x (``flexivrdk``, the 'flexiv' extra).
+"""The Flexiv Rizon arm through the Flexiv RDK 2.0 (``flexivrdk``, the 'flexiv' extra).
 
 The arm runs in the RDK's non-real-time Cartesian motion-force mode: each
 ``send_tcp_target`` sends one ``NrtCartesianCmd`` and the robot's own motion generator moves
@@ -6,26 +6,26 @@ the TCP there under the configured velocity and acceleration limits. Poses in th
 ``[x, y, z, qw, qx, qy, qz]`` in the robot's world frame, which this driver takes to be the
 robot base (the Flexiv default); ``base_pose_in_cell`` maps it to the cell frame.
 
+Written for flexivrdk 2.0.0 and checked at open (``FLEXIVRDK``): 2.1 connects only to Enlight
+and MICO robots ("Product model [Rizon4s] is not supported") and renamed ``Enable()`` to
+``ServoOn()``. flexivrdk publishes wheels for Python 3.10 and 3.12 only. Every name the driver
+takes from the SDK is listed in ``SDK_CALLS`` and ``SDK_ATTRIBUTES``; ``make test-flexiv``
+checks each against the real 2.0.0 wheel and runs the driver against a stand-in robot built on
+its types.
+
 The pure parts (frame conversion, command building, the bring-up state machine) take the
-SDK module as a parameter, so they run against any object with the documented API.
+SDK module as a parameter, so they run against any object with the same API.
 
-Assumptions about the RDK 2.x Python API (from its public C++ headers and examples; not
-checked against a device from here):
-
-- ``Robot(serial)``; ``fault()``, ``ClearFault()``, ``Enable()``, ``operational()``,
-  ``SwitchMode(Mode.NRT_CARTESIAN_MOTION_FORCE)``, ``Stop()``, ``estop_released()``.
-- ``JointGroup.ARM_1`` names the arm of a single-arm robot; ``states()`` returns a mapping
-  ``{JointGroup: RobotStates}`` whose values have ``q``, ``dq`` (7,) and ``tcp_pose`` (7,).
-- ``NrtCartesianCmd(pose_d, wrench_d, twist_d, max_linear_vel, max_angular_vel,
-  max_linear_acc, max_angular_acc)`` with positional arguments in that order, lists for the
-  arrays, and ``SendCartesianMotionForce({group: cmd})``.
-- Pure motion control is the mode's default (force control off on every axis), so no
-  ``SetForceControlAxis`` call is made.
+What the wheel does not show and is assumed (not checked against a robot from here): pure
+motion control is the mode's default (force control off on every axis), so no
+``SetForceControlAxis`` call is made; ``info().model_name`` names a Rizon arm "Rizon..."
+(spaces and case aside).
 """
 
 from __future__ import annotations
 
 import enum
+import logging
 import math
 import time
 from collections.abc import Callable
@@ -36,8 +36,69 @@ import numpy as np
 
 from r2s2r.geometry.poses import as_pose, compose, invert
 from r2s2r.optional import missing_extra
+from r2s2r.rig.drivers.sdk import SdkRequirement, require_sdk
 from r2s2r.rig.interfaces import ArmState
 from r2s2r.spec.world import ArmControllerSpec
+
+log = logging.getLogger("r2s2r.drivers")
+
+FLEXIVRDK = SdkRequirement(
+    dist="flexivrdk",
+    written_for="2.0.0",
+    supported="==2.0.*",
+    what="the Flexiv arm driver (Rizon arms)",
+    install="pip install 'flexivrdk==2.0.0' (wheels for Python 3.10 and 3.12 only)",
+    known_breaks=(
+        (
+            ">=2.1",
+            "flexivrdk 2.1 connects only to Enlight and MICO robots (a Rizon serial gets "
+            "'Product model [Rizon4s] is not supported') and has no Robot.Enable().",
+        ),
+    ),
+)
+# The models flexivrdk 2.0.0 connects to among Flexiv's 7-joint arms: it reads the model from
+# the serial (the part before "-", spaces dropped: "Rizon 4s-123456" is "Rizon4s-123456", case
+# kept), refuses an unknown one at once and searches the network for these.
+RIZON_MODELS = ("Rizon4", "Rizon4s", "Rizon4R", "Rizon4sR", "Rizon4M", "Rizon10", "Rizon10s")
+
+# Every name the driver takes from flexivrdk, in one place: what it calls, with how many
+# positional arguments, and what it reads. tests/flexiv checks each against the real wheel
+# and that a run of the driver touches exactly these; tests/test_driver_sdks.py checks that
+# the code names no other.
+SDK_CALLS: dict[str, int] = {
+    "Robot": 1,
+    "Robot.fault": 0,
+    "Robot.ClearFault": 0,
+    "Robot.Enable": 0,
+    "Robot.operational": 0,
+    "Robot.estop_released": 0,
+    "Robot.SwitchMode": 1,
+    "Robot.info": 0,
+    "Robot.states": 0,
+    "Robot.SendCartesianMotionForce": 1,
+    "Robot.Stop": 0,
+    "NrtCartesianCmd": 7,
+}
+SDK_ATTRIBUTES = (
+    "__version__",
+    "JointGroup.ARM_1",  # The default group; a configured one is looked up by name.
+    "Mode.NRT_CARTESIAN_MOTION_FORCE",
+    "RobotStates.q",
+    "RobotStates.dq",
+    "RobotStates.tcp_pose",
+    "RobotInfo.model_name",
+    "RobotInfo.software_ver",
+)
+# NrtCartesianCmd's parameters, in the order build_cartesian_command passes them.
+NRT_CARTESIAN_ARGS = (
+    "pose_d",
+    "wrench_d",
+    "twist_d",
+    "max_linear_vel",
+    "max_angular_vel",
+    "max_linear_acc",
+    "max_angular_acc",
+)
 
 
 def import_flexivrdk() -> Any:
@@ -50,7 +111,33 @@ def import_flexivrdk() -> Any:
 
 
 class FlexivError(RuntimeError):
-    """The robot refused to come up or to take a command (fault, timeout, E-stop)."""
+    """The robot refused to come up or to take a command (fault, timeout, E-stop), or the
+    serial names a robot this driver does not drive."""
+
+
+def serial_model(serial: str) -> str:
+    """The product model a Flexiv serial names (``Rizon4s-123456`` -> ``Rizon4s``), read as
+    flexivrdk 2.0 reads it."""
+    model, dash, number = serial.replace(" ", "").partition("-")
+    if not (model and dash and number) or "-" in number:
+        raise FlexivError(
+            f"{serial!r} is not a Flexiv serial number (MODEL-NUMBER, e.g. Rizon4s-123456)"
+        )
+    return model
+
+
+def check_sdk_and_model(sdk: Any, serial: str, name: str = "arm") -> tuple[str, str]:
+    """The installed flexivrdk release and the serial's model; raises ``SdkVersionError`` or
+    ``FlexivError``, naming both and the release needed, if this driver cannot drive them."""
+    model = serial_model(serial)
+    version = require_sdk(FLEXIVRDK, sdk, f"{name} (serial {serial}, model {model})")
+    if model not in RIZON_MODELS:
+        raise FlexivError(
+            f"{name} (serial {serial}): model {model} is not an arm this driver drives with "
+            f"flexivrdk {version}; it drives {', '.join(RIZON_MODELS)} through flexivrdk"
+            f"{FLEXIVRDK.supported} (written for {FLEXIVRDK.written_for})"
+        )
+    return version, model
 
 
 @dataclass(frozen=True)
@@ -182,7 +269,7 @@ class FlexivBringUp:
                 raise FlexivError(f"{self.name}: the robot faulted while enabling")
             if self._timed_out():
                 hint = ""
-                if hasattr(robot, "estop_released") and not robot.estop_released():
+                if not robot.estop_released():
                     hint = " The emergency stop is pressed: release it."
                 raise FlexivError(
                     f"{self.name}: the robot did not become operational within "
@@ -226,8 +313,24 @@ class FlexivArm:
         self.limits = limits or CartesianLimits()
         self._clock = clock
         self._sdk = import_flexivrdk() if sdk is None else sdk
+        self.sdk_version, self.model = check_sdk_and_model(self._sdk, serial, name)
         self._group = resolve_group(self._sdk, group)
         self._robot = self._sdk.Robot(serial)
+        info = self._robot.info()
+        reported = str(info.model_name)
+        if reported and "rizon" not in reported.replace(" ", "").lower():
+            raise FlexivError(
+                f"{name} (serial {serial}): the connected robot reports model {reported!r}, "
+                f"not a Rizon arm this driver drives with flexivrdk {self.sdk_version}"
+            )
+        log.info(
+            "%s: %s (serial %s, robot software %s) through flexivrdk %s",
+            name,
+            reported or self.model,
+            serial,
+            info.software_ver or "unknown",
+            self.sdk_version,
+        )
         FlexivBringUp(self._robot, self._sdk, connect_timeout_s, name=name).run()
         self._idle = False
 

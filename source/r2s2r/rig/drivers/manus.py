@@ -2,7 +2,8 @@
 
 Manus has no Python SDK: a small bridge built on the vendor's C++ SDK (or a ROS 2 node)
 publishes the raw hand skeleton. This driver subscribes to it and turns each message into the
-21 keypoints the retargeter takes, in the wrist frame; the wrist pose comes from a tracker on
+21 keypoints the retargeter takes, in the wrist frame (written for pyzmq 27.3.0, checked at
+open: ``PYZMQ``); the wrist pose comes from a tracker on
 the back of the hand (``ViveTracker``), and is NaN without one, which the teleop path passes on
 and the safety supervisor rejects.
 
@@ -34,6 +35,7 @@ import numpy as np
 from r2s2r.geometry.poses import unit_quat
 from r2s2r.geometry.rotations import quat_to_mat
 from r2s2r.optional import missing_extra
+from r2s2r.rig.drivers.sdk import SdkRequirement, require_sdk
 from r2s2r.rig.drivers.stream import LatestValue
 from r2s2r.rig.interfaces import HandKeypoints
 
@@ -46,6 +48,15 @@ KEYPOINT_NODES: tuple[tuple[str, str], ...] = (
     + tuple((f, j) for f in ("index", "middle", "ring", "pinky") for j in FINGER_JOINTS)
 )
 UNITS = {"m": 1.0, "cm": 0.01, "mm": 0.001}
+# The glove's side of the wire: a SUB socket with a receive timeout (the calls used are the same
+# in pyzmq 25.1.2 and 27.3.0, both run against a socket here).
+PYZMQ = SdkRequirement(
+    dist="pyzmq",
+    written_for="27.3.0",
+    supported=">=25,<28",
+    what="the Manus glove's bridge client",
+    install="pip install 'r2s2r[teleop]'",
+)
 
 
 def import_zmq() -> Any:
@@ -127,6 +138,7 @@ class ManusGlove:
         self.side, self.wrist_tracker, self._clock = side, wrist_tracker, clock
         self.wrist_rotation = unit_quat(np.asarray(wrist_rotation, dtype=float))
         zmq = import_zmq()
+        self.sdk_version = require_sdk(PYZMQ, zmq, self.name)
         self._ctx = zmq.Context.instance()
         self._sock = self._ctx.socket(zmq.SUB)
         self._sock.setsockopt(zmq.RCVTIMEO, 200)

@@ -4,7 +4,9 @@ Frames are stamped on the rig clock when they are grabbed (before decoding), con
 OpenCV's BGR to RGB, and checked against the configured size. A live device is read by a
 background thread, so that ``read()`` returns the newest frame at once and a stalled camera
 shows up as an old stamp (which the safety supervisor watches); a video file is read one
-frame per ``read()``, which makes it usable as a recorded stand-in for a camera.
+frame per ``read()``, which makes it usable as a recorded stand-in for a camera. Written for
+OpenCV 4.14 (``cv2``, a core dependency; its tests run against video files) and checked when a
+capture opens (``OPENCV``).
 """
 
 from __future__ import annotations
@@ -16,11 +18,21 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from r2s2r.rig.drivers.sdk import SdkRequirement, require_sdk
 from r2s2r.rig.drivers.stream import LatestValue
 from r2s2r.rig.interfaces import Frame
 from r2s2r.sim.camera import Intrinsics
 
 Crop = Callable[[np.ndarray], np.ndarray]
+# The same range as the core dependency in pyproject.toml (OpenCV 5 changed the calling
+# convention of cv2.fisheye, which the calibration code uses).
+OPENCV = SdkRequirement(
+    dist="opencv-python-headless",
+    written_for="4.14.0",
+    supported=">=4.10,<5",
+    what="the OpenCV camera driver",
+    install="pip install 'opencv-python-headless>=4.10,<5'",
+)
 
 
 def is_live_device(device: int | str) -> bool:
@@ -32,6 +44,7 @@ def open_capture(
     device: int | str, width: int, height: int, fps: float, fourcc: str = "MJPG"
 ) -> cv2.VideoCapture:
     """An opened ``VideoCapture``; on a live device, the pixel format, size and rate are set."""
+    require_sdk(OPENCV, cv2, f"camera source {device!r}")
     if not is_live_device(device) and not Path(str(device)).is_file():
         raise FileNotFoundError(f"camera source {device!r} is neither a device nor a video file")
     cap = cv2.VideoCapture(device)

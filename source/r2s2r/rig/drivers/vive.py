@@ -5,9 +5,12 @@ universe: metres, right-handed, y up (the standing universe has its origin on th
 This driver returns it as ``[x, y, z, qw, qx, qy, qz]`` in that frame (the "tracker frame"
 of the teleop calibration); mapping it into the cell is the calibration's job.
 
-Assumptions about pyopenvr (from its documentation and examples; not checked against a
-device from here): ``init(VRApplication_Other)`` returns the ``IVRSystem``;
+Written for pyopenvr 2.12.1401 (OpenVR 2.12) and checked at open (``OPENVR``); each name
+below is in that release's ``openvr`` module. Assumptions about its behaviour (from its
+documentation and examples; not checked against a device from here):
+``init(VRApplication_Other)`` returns the ``IVRSystem``;
 ``getDeviceToAbsoluteTrackingPose(TrackingUniverseStanding, 0.0, k_unMaxTrackedDeviceCount)``
+(a third argument that is not a ctypes array makes it allocate one of the maximum count)
 returns the poses, each with ``bPoseIsValid`` and ``mDeviceToAbsoluteTracking`` (indexable as
 ``m[row][col]``); ``getTrackedDeviceClass(i)`` and
 ``getStringTrackedDeviceProperty(i, Prop_SerialNumber_String)`` identify the tracker.
@@ -23,6 +26,17 @@ import numpy as np
 
 from r2s2r.geometry.poses import matrix_to_pose
 from r2s2r.optional import missing_extra
+from r2s2r.rig.drivers.sdk import SdkRequirement, require_sdk
+
+# pyopenvr's releases follow OpenVR's (2.12.1401 is OpenVR 2.12.14); 2.5 and older import
+# pkg_resources, which current setuptools no longer ships.
+OPENVR = SdkRequirement(
+    dist="openvr",
+    written_for="2.12.1401",
+    supported=">=2.12,<3",
+    what="the Vive tracker driver (pyopenvr)",
+    install="pip install 'r2s2r[vive]'",
+)
 
 
 def import_openvr() -> Any:
@@ -45,6 +59,7 @@ class OpenVRSession:
 
     def __init__(self, sdk: Any = None) -> None:
         self.sdk = import_openvr() if sdk is None else sdk
+        self.sdk_version = require_sdk(OPENVR, self.sdk, "OpenVR session")
         self.system = self.sdk.init(self.sdk.VRApplication_Other)
 
     def find_tracker(self, serial: str) -> int:

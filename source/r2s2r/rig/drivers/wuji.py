@@ -1,9 +1,9 @@
 """The Wuji Hand 2 through ``wujihandpy`` (the 'wuji' extra).
 
-Written for ``wujihandpy`` 1.8.0 (``WUJIHANDPY_VERSION``), and checked at open: a release
-outside ``WUJIHANDPY_SUPPORTED`` is refused with both versions named. The SDK reads and writes
-joint positions as (5, 4) arrays in radians: row ``f - 1`` is the vendor's finger ``f`` (the
-thumb first), column ``k - 1`` its joint ``k``, the joint the vendor's description
+Written for ``wujihandpy`` 1.8.0 and checked at open (``WUJIHANDPY``): a release other than
+1.8.x is refused with both versions named. The SDK reads and writes joint positions as (5, 4)
+arrays in radians: row ``f - 1`` is the vendor's finger ``f`` (the thumb first), column
+``k - 1`` its joint ``k``, the joint the vendor's description
 (``wuji-hand-description``, ``mjcf/{side}.xml``) names ``{side}_finger{f}_joint{k}``; the
 vendor's own examples flex fingers 2-5 by writing rows ``[y, 0, y, y]`` (joint 1 flexes the
 knuckle, joint 2 turns the finger sideways).
@@ -30,12 +30,17 @@ from typing import Any
 import numpy as np
 
 from r2s2r.optional import missing_extra
+from r2s2r.rig.drivers.sdk import SdkRequirement, require_sdk
 from r2s2r.rig.interfaces import HandState
 from r2s2r.sim.robots.wuji_hand import FINGERS, JOINTS_PER_FINGER, WUJI_JOINT_NAMES
 
-# The SDK release this driver was written against, and the releases it accepts (same major).
-WUJIHANDPY_VERSION = "1.8.0"
-WUJIHANDPY_SUPPORTED = ((1, 8), (2, 0))  # [low, high)
+WUJIHANDPY = SdkRequirement(
+    dist="wujihandpy",
+    written_for="1.8.0",
+    supported="==1.8.*",
+    what="the Wuji hand driver",
+    install="pip install 'wujihandpy==1.8.0'",
+)
 _NAME = re.compile(r"(?:(?:right|left)_)?finger([1-5])_joint([1-4])")
 
 
@@ -46,21 +51,6 @@ def import_wujihandpy() -> Any:
     except ImportError as err:
         raise missing_extra(err, "wuji") from err
     return wujihandpy
-
-
-def check_sdk_version(sdk: Any) -> str:
-    """The installed SDK's version; raises if it is not one this driver was written for."""
-    installed = str(getattr(sdk, "__version__", "unknown"))
-    low, high = WUJIHANDPY_SUPPORTED
-    parts = re.match(r"(\d+)\.(\d+)", installed)
-    release = (int(parts[1]), int(parts[2])) if parts else None
-    if release is None or not low <= release < high:
-        raise RuntimeError(
-            f"wujihandpy {installed} is installed; the Wuji hand driver was written for "
-            f"wujihandpy {WUJIHANDPY_VERSION} and needs >={low[0]}.{low[1]},<{high[0]}.{high[1]} "
-            f"(pip install 'wujihandpy=={WUJIHANDPY_VERSION}')"
-        )
-    return installed
 
 
 def sdk_index(name: str) -> tuple[int, int]:
@@ -132,7 +122,7 @@ class WujiHand:
         self._clock = clock
         self.map = JointMap(joints)
         sdk = import_wujihandpy() if sdk is None else sdk
-        self.sdk_version = check_sdk_version(sdk)
+        self.sdk_version = require_sdk(WUJIHANDPY, sdk, name)
         self._hand = sdk.Hand() if serial_number is None else sdk.Hand(serial_number=serial_number)
         self._hand.write_joint_enabled(True)
 

@@ -6,8 +6,10 @@ camera is an ordinary UVC device whose frames hold the two raw (unrectified) ima
 side; this driver returns the left half, reports the configured intrinsics (those of the raw
 left image), and has no depth.
 
-Assumptions about the ZED SDK 4.x Python API (from Stereolabs' documentation; not checked
-against a device from here): ``Camera()``, ``InitParameters`` with ``camera_resolution``,
+Written for the ZED SDK 4.x's Python API (``pyzed`` 4.x, installed by Stereolabs' installer;
+PyPI's ``pyzed`` is an unrelated package) and checked when the SDK path opens (``PYZED``).
+Assumptions about that API (from Stereolabs' documentation; not checked against a device or
+the SDK from here): ``Camera()``, ``InitParameters`` with ``camera_resolution``,
 ``camera_fps``, ``depth_mode``, ``coordinate_units`` and ``set_from_serial_number``;
 ``open``/``grab`` return ``ERROR_CODE.SUCCESS``; ``retrieve_image(mat, VIEW.LEFT)`` gives BGRA,
 ``retrieve_measure(mat, MEASURE.DEPTH)`` float32 metres (NaN/inf where unknown); the rectified
@@ -26,12 +28,21 @@ import numpy as np
 
 from r2s2r.optional import missing_extra
 from r2s2r.rig.drivers.opencv_camera import check_size, grab_frame, is_live_device, open_capture
+from r2s2r.rig.drivers.sdk import SdkRequirement, require_sdk
 from r2s2r.rig.drivers.stream import LatestValue
 from r2s2r.rig.interfaces import Frame
 from r2s2r.sim.camera import Intrinsics
 
 log = logging.getLogger("r2s2r.drivers")
 
+PYZED = SdkRequirement(
+    dist="pyzed",
+    written_for="4.x",
+    supported=">=4,<5",
+    what="the ZED camera driver's SDK path",
+    install="the ZED SDK 4.x from Stereolabs' installer, then its get_python_api.py "
+    "(or use backend 'uvc')",
+)
 # ZED resolutions by (width, height) of one image.
 ZED_RESOLUTIONS = {
     (672, 376): "VGA",
@@ -149,6 +160,7 @@ class ZedCamera:
     # ------------------------------------------------------------------ SDK path
     def _open_sdk(self, serial: int | None, fps: float, depth_mode: str) -> None:
         sl = self._sl
+        self.sdk_version = require_sdk(PYZED, sl, f"camera {self.name}")
         resolution = ZED_RESOLUTIONS.get(self._size)
         if resolution is None:
             raise ValueError(
