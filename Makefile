@@ -6,7 +6,7 @@ STAMP := $(VENV)/.r2s2r-installed
 export MUJOCO_GL ?= egl
 export PYOPENGL_PLATFORM ?= egl
 
-.PHONY: setup demo test test-fast test-slow bench lint format docs clean lerobot-venv studio studio-deps studio-bench isaaclab-setup test-isaaclab test-learning test-long
+.PHONY: setup demo test test-fast test-slow bench lint format docs clean lerobot-venv studio studio-deps studio-bench isaaclab-setup test-isaaclab test-learning test-long flexiv-venv test-flexiv
 
 setup: $(STAMP)
 
@@ -182,5 +182,40 @@ $(ISAACLAB_STAMP): pyproject.toml source/r2s2r_isaaclab/pyproject.toml
 test-isaaclab: $(ISAACLAB_STAMP)
 	$(ISAACLAB_BIN)/python -m pytest -q --durations=10 tests/isaaclab
 
+# The Flexiv driver's conformance test (tests/flexiv) against the real flexivrdk 2.0.0 wheel, in
+# its own Python 3.12 venv: flexivrdk publishes wheels for Python 3.10 and 3.12 only. r2s2r goes
+# in editable without its requirements, then the part of the core that the drivers' modules
+# import, with pyproject.toml's pins (scripts/pyproject_requirements.py), and the `flexiv`
+# extra. flexivrdk 2.1.0, which the driver refuses, is unpacked beside it (FLEXIV_RDK_21) for
+# the test of that refusal. About 150 MB from PyPI; no network is needed by the tests.
+FLEXIV_VENV := .venv-flexiv
+FLEXIV_BIN := $(FLEXIV_VENV)/bin
+FLEXIV_STAMP := $(FLEXIV_VENV)/.r2s2r-flexiv-installed
+FLEXIV_RDK_21 := $(FLEXIV_VENV)/flexivrdk-2.1.0
+FLEXIV_CORE := numpy scipy numba mujoco opencv-python-headless pydantic pyyaml gymnasium packaging
+
+flexiv-venv: $(FLEXIV_STAMP)
+
+$(FLEXIV_STAMP): pyproject.toml scripts/pyproject_requirements.py
+	@test -n "$(PY312)" || { echo "flexiv-venv: no Python 3.12 (not on PATH, no pyenv 3.12.1)" >&2; exit 1; }
+	test -x $(FLEXIV_BIN)/python || $(PY312) -m venv $(FLEXIV_VENV)
+	$(FLEXIV_BIN)/python -m pip install --quiet --upgrade pip
+	$(FLEXIV_BIN)/python scripts/pyproject_requirements.py $(FLEXIV_CORE) "[flexiv]" \
+		> $(FLEXIV_VENV)/requirements.txt
+	$(FLEXIV_BIN)/python -m pip install --quiet -r $(FLEXIV_VENV)/requirements.txt \
+		pytest pytest-timeout
+	$(FLEXIV_BIN)/python -m pip install --quiet --no-deps -e .
+	rm -rf $(FLEXIV_RDK_21)
+	$(FLEXIV_BIN)/python -m pip install --quiet --no-deps --target $(FLEXIV_RDK_21) "flexivrdk==2.1.0"
+	cd / && $(abspath $(FLEXIV_BIN))/python -c "import flexivrdk, r2s2r.rig.drivers.flexiv as d; \
+		assert flexivrdk.__version__ == d.FLEXIVRDK.written_for, flexivrdk.__version__"
+	@touch $(FLEXIV_STAMP)
+	@echo "flexivrdk $$($(FLEXIV_BIN)/python -c 'import flexivrdk; print(flexivrdk.__version__)') installed: $(FLEXIV_BIN)/python"
+
+# The conformance test: every flexivrdk name the driver uses, in the real wheel; bring-up, state,
+# command and stop against a stand-in robot on the wheel's own types; 2.1.0 refused.
+test-flexiv: $(FLEXIV_STAMP)
+	FLEXIV_RDK_21=$(abspath $(FLEXIV_RDK_21)) $(FLEXIV_BIN)/python -m pytest -q --durations=10 tests/flexiv
+
 clean:
-	rm -rf $(VENV) $(ISAACLAB_VENV) outputs site .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(ISAACLAB_VENV) $(FLEXIV_VENV) outputs site .pytest_cache .mypy_cache .ruff_cache
