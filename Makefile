@@ -41,7 +41,8 @@ demo: $(STAMP)
 # `make test-slow` runs only the slow tests, spread test by test (--dist loadgroup: a module
 # marked with an xdist_group, the whole study's, stays on one worker for its fixture).
 # pytest-timeout stops a test after 450 s, a slow or long one after 1200 s (pyproject.toml,
-# tests/conftest.py). CI (.ci/run) runs lint, test, test-slow, then test-isaaclab.
+# tests/conftest.py). CI (.ci/run) runs lint, docs, test, test-slow, test-flexiv, then
+# test-isaaclab.
 PYTEST := $(BIN)/python -m pytest -q -n auto --maxprocesses 4 --durations=10
 
 test: $(STAMP)
@@ -187,7 +188,7 @@ test-isaaclab: $(ISAACLAB_STAMP)
 # in editable without its requirements, then the part of the core that the drivers' modules
 # import, with pyproject.toml's pins (scripts/pyproject_requirements.py), and the `flexiv`
 # extra. flexivrdk 2.1.0, which the driver refuses, is unpacked beside it (FLEXIV_RDK_21) for
-# the test of that refusal. About 150 MB from PyPI; no network is needed by the tests.
+# the test of that refusal. About 215 MB from PyPI (760 MB installed); the tests use no network.
 FLEXIV_VENV := .venv-flexiv
 FLEXIV_BIN := $(FLEXIV_VENV)/bin
 FLEXIV_STAMP := $(FLEXIV_VENV)/.r2s2r-flexiv-installed
