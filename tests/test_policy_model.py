@@ -304,6 +304,25 @@ def test_the_hindsight_head_learns_what_the_views_show_and_skips_unknown_targets
     assert build_model(CFG).hindsight is None
 
 
+def test_the_object_pose_token_conditions_the_chunk_and_must_be_given() -> None:
+    torch.manual_seed(0)
+    cfg = CFG.replace(object_pose=True)
+    model = build_model(cfg)
+    pose = torch.tensor([[-0.4, 0.02, 0.85, 1.0, 0.0, 0.0, 0.0]] * 2)
+    batch = {**make_batch(cfg, b=2), "object_pose": pose}
+    noise = torch.randn(2, cfg.action_horizon, cfg.max_action_dim)
+    here = model.sample(batch, noise=noise)
+    there = model.sample(
+        {**batch, "object_pose": pose + torch.tensor([0.3] + [0.0] * 6)}, noise=noise
+    )
+    assert not torch.allclose(here, there, atol=1e-4)
+    with pytest.raises(PolicyError, match=r"batch\['object_pose'\]: expected \(2, 7\)"):
+        model.sample({k: v for k, v in batch.items() if k != "object_pose"})
+    with pytest.raises(PolicyError, match="object_pose.*some samples have none"):
+        model.sample({**batch, "object_pose": torch.full((2, 7), float("nan"))})
+    assert build_model(CFG).object is None
+
+
 def test_instructions_are_encoded_once(model: FlowMatchingPolicy) -> None:
     text = model.task.text
     text.cache.clear()

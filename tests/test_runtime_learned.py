@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from r2s2r.data import Dataset
-from r2s2r.data.config import ACTION_KEY, STATE_KEY
+from r2s2r.data.config import ACTION_KEY, ENV_STATE_KEY, STATE_KEY
 from r2s2r.policy.base import BELT_SPEED_KEY, STATE_PAD_KEY, TASK_KEY, PolicyError
 from r2s2r.policy.config import load_policy_cfg
 from r2s2r.policy.learned import LearnedPolicy
@@ -56,6 +56,16 @@ def belt_run(recorded_demos: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     tmp = tmp_path_factory.mktemp("learned_belt")
     preset = tmp / "tiny_belt.yaml"
     cfg = load_policy_cfg("tiny").replace(belt_speed=True)
+    preset.write_text(yaml.safe_dump(cfg.model_dump(mode="json")))
+    return _train(recorded_demos, tmp, preset)
+
+
+@pytest.fixture(scope="module")
+def object_run(recorded_demos: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny preset with the (diagnostic) object-pose token."""
+    tmp = tmp_path_factory.mktemp("learned_object")
+    preset = tmp / "tiny_object.yaml"
+    cfg = load_policy_cfg("tiny").replace(object_pose=True)
     preset.write_text(yaml.safe_dump(cfg.model_dump(mode="json")))
     return _train(recorded_demos, tmp, preset)
 
@@ -167,4 +177,35 @@ def test_a_policy_reading_the_belt_speed_gets_the_conveyors_reading(
     assert np.abs(faster - chunk).max() > 1e-6
     del request[BELT_SPEED_KEY]
     with pytest.raises(PolicyError, match="belt_speed"):
+        policy.infer(request)
+
+
+def test_a_policy_told_the_objects_pose_gets_the_twins_truth_through_the_runtime(
+    object_run: Path, recorded_demos: Path
+) -> None:
+    # Training gives each window its frame's recorded pose of the object.
+    windows = WindowDataset(recorded_demos, 64, 20, 40, use_cache=False)
+    with Dataset(recorded_demos) as ds:
+        poses = ds.low_dim()[ENV_STATE_KEY]
+    np.testing.assert_array_equal(windows[7]["object_pose"], poses[7])
+    policy = LearnedPolicy.load(object_run, device="cpu")
+    assert policy.metadata.environment_state
+    # The runtime observes the twin's truth every period and sends it in each request: the
+    # policy refuses a request without it, so every chunk accepted is a chunk that had it.
+    twin = _twin(4)
+    sup = SafetySupervisor(dict(twin.arms), dict(twin.hands), twin.now, twin.embodiment)
+    with Runtime(twin, policy, sup, RuntimeCfg(execution="sync", exec_horizon=10)) as rt:
+        episode = rt.run_episode(start_episode(twin, twin.task, twin.nominal), max_s=0.5)
+    assert len(episode.chunks) >= 2 and all(c.accepted for c in episode.chunks)
+    contract = Contract.of(twin.embodiment, "tcp", policy.metadata.cameras)
+    obs = observe(twin, contract, "sort", environment_state=True)
+    history = StateHistory(policy.metadata.state_history)
+    history.push(contract.state(obs))
+    request = build_request(obs, history, contract.cameras)
+    np.testing.assert_allclose(request[ENV_STATE_KEY], twin.presenter.object_pose(), atol=1e-6)
+    chunk = policy.infer(request)
+    moved = request[ENV_STATE_KEY] + np.array([0.2, 0, 0, 0, 0, 0, 0], dtype=np.float32)
+    assert np.abs(policy.infer({**request, ENV_STATE_KEY: moved}) - chunk).max() > 1e-6
+    del request[ENV_STATE_KEY]
+    with pytest.raises(PolicyError, match="object_pose"):
         policy.infer(request)

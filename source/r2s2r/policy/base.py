@@ -50,6 +50,9 @@ class PolicyMetadata:
     # The state columns where each unit quaternion (qw qx qy qz) starts: a request whose
     # quaternions are not unit is refused before inference (none: not checked).
     quaternions: tuple[int, ...] = ()
+    # The policy reads the presented object's true pose (``data.config.ENV_STATE_KEY`` in a
+    # request): a diagnostic policy that only a rig tracking the object (the twin) can run.
+    environment_state: bool = False
 
     def __post_init__(self) -> None:
         if self.embodiment not in EMBODIMENT_IDS:

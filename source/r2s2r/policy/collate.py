@@ -15,6 +15,7 @@ from r2s2r.policy.base import PolicyError
 from r2s2r.policy.frames import resize
 from r2s2r.policy.hindsight import HINDSIGHT_DIM
 from r2s2r.policy.normalize import NormStats
+from r2s2r.sim.contract import ENV_STATE_DIM
 
 
 def _pad(x: np.ndarray, size: int) -> np.ndarray:
@@ -50,6 +51,13 @@ def to_device(batch: dict[str, Any], device: torch.device) -> dict[str, Any]:
 def _belt_speed(values: Sequence[float | None]) -> torch.Tensor:
     """Belt speeds (m/s) -> (B,) float32, NaN where one is not known."""
     return torch.tensor([float("nan") if v is None else float(v) for v in values])
+
+
+def _object_pose(values: Sequence[np.ndarray | None]) -> torch.Tensor:
+    """Object poses (7,) -> (B, 7) float32, NaN where a sample has none."""
+    unknown = np.full(ENV_STATE_DIM, np.nan, dtype=np.float32)
+    rows = [unknown if v is None else np.asarray(v, dtype=np.float32) for v in values]
+    return torch.from_numpy(np.stack(rows))
 
 
 def _hindsight(values: Sequence[np.ndarray | None]) -> torch.Tensor:
@@ -118,6 +126,7 @@ class Collate:
         out["domain_id"] = torch.tensor([int(s.get("domain_id", 0)) for s in samples])
         out["belt_speed"] = _belt_speed([s.get("belt_speed") for s in samples])
         out["hindsight"] = _hindsight([s.get("hindsight") for s in samples])
+        out["object_pose"] = _object_pose([s.get("object_pose") for s in samples])
         return out
 
     def observation(
@@ -129,12 +138,14 @@ class Collate:
         domain_id: int = 0,
         state_is_pad: np.ndarray | None = None,
         belt_speed: float | None = None,
+        object_pose: np.ndarray | None = None,
     ) -> dict[str, Any]:
         """One live observation -> a batch of one without action keys: ``images`` one
         (h, w, 3) uint8 per contract camera (resized here), ``states`` (P, S) oldest first,
         ``state_is_pad`` (P,) True where the history reaches before the episode's start
         (default: none does), ``belt_speed`` the belt drive's speed in m/s (None: not known,
-        which a policy that reads it refuses)."""
+        which a policy that reads it refuses), ``object_pose`` the object's true pose (7,)
+        (diagnosis only; None: not known)."""
         cameras = self.codec.contract.cameras
         missing = [c for c in cameras if c not in images]
         if missing:
@@ -162,6 +173,7 @@ class Collate:
         out["embodiment_id"] = torch.tensor([int(embodiment_id)])
         out["domain_id"] = torch.tensor([int(domain_id)])
         out["belt_speed"] = _belt_speed([belt_speed])
+        out["object_pose"] = _object_pose([object_pose])
         return out
 
     def actions_in(self, actions: np.ndarray, state_now: np.ndarray) -> torch.Tensor:

@@ -129,6 +129,11 @@ class PolicyCfg(Spec):
     # closed; all read from the take's own recorded proprio) from the observation tokens.
     # 0: no head. Training only; inference never runs the head.
     hindsight_weight: NonNeg = 0.0
+    # Diagnosis only: a token from the presented object's true pose (the dataset's
+    # observation.environment_state, which the twin's takes record; at evaluation the twin's
+    # truth). The real cell has no such reading, so no recipe uses it: it says whether a
+    # policy that is told where the object is learns the rest of the task.
+    object_pose: bool = False
 
     @model_validator(mode="after")
     def _check(self) -> PolicyCfg:

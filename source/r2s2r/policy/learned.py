@@ -19,12 +19,12 @@ from __future__ import annotations
 import time
 from collections import deque
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 
-from r2s2r.data.config import IMAGE_PREFIX, STATE_KEY
+from r2s2r.data.config import ENV_STATE_KEY, IMAGE_PREFIX, STATE_KEY
 from r2s2r.geometry.rotations import same_hemisphere
 from r2s2r.policy import checkpoint as ckpt
 from r2s2r.policy.actions import ActionCodec
@@ -40,7 +40,7 @@ from r2s2r.policy.collate import Collate
 from r2s2r.policy.config import PolicyCfg
 from r2s2r.policy.model import FlowMatchingPolicy, Guide, build_model
 from r2s2r.policy.train import resolve_device
-from r2s2r.sim.contract import Contract
+from r2s2r.sim.contract import ENV_STATE_DIM, Contract
 from r2s2r.sim.embodiment import Embodiment
 
 
@@ -52,6 +52,29 @@ def _speed(value: Any, key: str) -> float | None:
     if speed.size != 1 or not np.isfinite(speed).all():
         raise PolicyError(f"{key}: expected one finite speed in m/s, got {value!r}")
     return float(speed.reshape(()))
+
+
+def _pose(value: Any, key: str) -> np.ndarray | None:
+    """An object pose (7,) read from ``key`` of an observation (None where it has none)."""
+    if value is None:
+        return None
+    pose = np.asarray(value, dtype=np.float64)
+    if pose.shape != (ENV_STATE_DIM,) or not np.isfinite(pose).all():
+        raise PolicyError(f"{key}: expected a finite pose ({ENV_STATE_DIM},), got {value!r}")
+    return pose
+
+
+class _Inputs(NamedTuple):
+    """What the model reads of one observation or request: views by camera, states (P, S)
+    oldest first, the instruction, the history's padding (P,) or None, and where given the
+    belt speed (m/s) and the object's true pose (7,)."""
+
+    images: dict[str, np.ndarray]
+    states: np.ndarray
+    task: str
+    pad: np.ndarray | None
+    belt_speed: float | None
+    object_pose: np.ndarray | None
 
 
 class LearnedPolicy:
@@ -79,6 +102,7 @@ class LearnedPolicy:
             state_dim=contract.state_dim,
             state_history=cfg.state_history,
             quaternions=contract.state_quaternions(),
+            environment_state=cfg.object_pose,
         )
         self._history: deque[np.ndarray] = deque(maxlen=cfg.state_history)
         # Samples seen since ``reset`` (the rest of the history is padding, as in training).
@@ -136,11 +160,8 @@ class LearnedPolicy:
         self._history.clear()
         self._seen = 0
 
-    def _inputs(
-        self, observation: dict[str, Any]
-    ) -> tuple[dict[str, np.ndarray], np.ndarray, str, np.ndarray | None, float | None]:
-        """(images by camera, states (P, S), instruction, padding (P,) or None, belt speed
-        or None) of an observation or a request."""
+    def _inputs(self, observation: dict[str, Any]) -> _Inputs:
+        """What the model reads of an observation or a request."""
         cams = self.contract.cameras
         if STATE_KEY in observation:
             images = {c: np.asarray(observation[IMAGE_PREFIX + c]) for c in cams}
@@ -152,8 +173,14 @@ class LearnedPolicy:
                     raise PolicyError(
                         f"{STATE_PAD_KEY}: expected ({len(states)},) bool, got {pad.shape}"
                     )
-            speed = _speed(observation.get(BELT_SPEED_KEY), BELT_SPEED_KEY)
-            return images, states, str(observation[TASK_KEY]), pad, speed
+            return _Inputs(
+                images,
+                states,
+                str(observation[TASK_KEY]),
+                pad,
+                _speed(observation.get(BELT_SPEED_KEY), BELT_SPEED_KEY),
+                _pose(observation.get(ENV_STATE_KEY), ENV_STATE_KEY),
+            )
         state = self.contract.state(observation).astype(np.float32)
         size = self._metadata.state_history
         if self._history:
@@ -168,9 +195,14 @@ class LearnedPolicy:
         missing = [c for c in cams if c not in views]
         if missing:
             raise PolicyError(f"observation: no images of cameras {missing}")
-        images = {c: views[c] for c in cams}
-        speed = _speed(observation.get("belt_speed"), "belt_speed")
-        return images, np.stack(self._history), str(observation["instruction"]), pad, speed
+        return _Inputs(
+            {c: views[c] for c in cams},
+            np.stack(self._history),
+            str(observation["instruction"]),
+            pad,
+            _speed(observation.get("belt_speed"), "belt_speed"),
+            _pose(observation.get("environment_state"), "environment_state"),
+        )
 
     def infer(self, observation: dict[str, Any]) -> np.ndarray:
         """The next chunk (action_horizon, action_dim) float64, in robot units."""
@@ -199,12 +231,20 @@ class LearnedPolicy:
 
     def _chunk(self, observation: dict[str, Any], prefix: ChunkPrefix | None) -> np.ndarray:
         # The chunk of ``infer`` (no prefix) or ``infer_guided``.
-        images, states, task, pad, speed = self._inputs(observation)
+        inputs = self._inputs(observation)
+        states = inputs.states
         want = (self._metadata.state_history, self._metadata.state_dim)
         if states.shape != want:
             raise PolicyError(f"{STATE_KEY}: expected {want}, got {states.shape}")
         batch = self.collate.observation(
-            images, states, task, self.contract.embodiment.id, self.domain_id, pad, speed
+            inputs.images,
+            states,
+            inputs.task,
+            self.contract.embodiment.id,
+            self.domain_id,
+            inputs.pad,
+            inputs.belt_speed,
+            inputs.object_pose,
         )
         batch = {
             k: v.to(self.device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()

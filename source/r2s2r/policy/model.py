@@ -39,6 +39,7 @@ from r2s2r.policy.transformer import (
     init_linear,
     time_embedding,
 )
+from r2s2r.sim.contract import ENV_STATE_DIM
 from r2s2r.sim.embodiment import EMBODIMENT_IDS
 
 
@@ -122,6 +123,13 @@ class FlowMatchingPolicy(nn.Module):
             nn.init.normal_(self.domain.weight, std=0.02)
         if self.belt is not None:
             init_linear(self.belt)
+        self.object = (
+            nn.Sequential(nn.Linear(ENV_STATE_DIM, d), nn.SiLU(), nn.Linear(d, d))
+            if cfg.object_pose
+            else None
+        )
+        if self.object is not None:
+            init_linear(self.object)
         self.hindsight = (
             nn.Sequential(nn.Linear(d, d), nn.SiLU(), nn.Linear(d, HINDSIGHT_DIM))
             if cfg.hindsight_weight > 0
@@ -163,6 +171,8 @@ class FlowMatchingPolicy(nn.Module):
             spec.append(("domain_id", (b,), torch.int64))
         if cfg.belt_speed:
             spec.append(("belt_speed", (b,), torch.float32))
+        if cfg.object_pose:
+            spec.append(("object_pose", (b, ENV_STATE_DIM), torch.float32))
         if training and self.hindsight is not None:
             spec.append(("hindsight", (b, HINDSIGHT_DIM), torch.float32))
         for key, shape, dtype in spec:
@@ -181,6 +191,12 @@ class FlowMatchingPolicy(nn.Module):
                 "batch['belt_speed']: this policy reads the belt drive's speed, and some "
                 "samples have none (a dataset whose episodes record no belt_speed, or an "
                 "observation without one)"
+            )
+        if cfg.object_pose and not bool(torch.isfinite(batch["object_pose"]).all()):
+            raise PolicyError(
+                "batch['object_pose']: this (diagnostic) policy reads the object's true pose, "
+                "and some samples have none (a dataset recorded without environment_state, or "
+                "an observation from a rig that does not track the object)"
             )
         for key, count in (("embodiment_id", self.num_embodiments), ("domain_id", cfg.num_domains)):
             if key == "domain_id" and not cfg.domain_conditioning:
@@ -212,6 +228,8 @@ class FlowMatchingPolicy(nn.Module):
         if self.belt is not None:
             speed = batch["belt_speed"].to(device)[:, None] / BELT_SPEED_SCALE
             parts.append(self.belt(speed)[:, None])
+        if self.object is not None:
+            parts.append(self.object(batch["object_pose"].to(device))[:, None])
         dtype = parts[0].dtype
         tokens = torch.cat([part.to(dtype) for part in parts], dim=1)
         # No observation token is padding (views, task and proprio tokens are fixed in number).

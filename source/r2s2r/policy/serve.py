@@ -33,7 +33,7 @@ from typing import Any, cast
 import numpy as np
 
 from r2s2r import __version__
-from r2s2r.data.config import IMAGE_PREFIX, STATE_KEY
+from r2s2r.data.config import ENV_STATE_KEY, IMAGE_PREFIX, STATE_KEY
 from r2s2r.optional import missing_extra
 from r2s2r.policy import wire
 from r2s2r.policy.base import (
@@ -117,7 +117,7 @@ def _describe(value: Any) -> str:
 
 
 # What a request may hold besides its images and the ``rtc.*`` prefix.
-_REQUEST_KEYS = (STATE_KEY, STATE_PAD_KEY, TASK_KEY, BELT_SPEED_KEY)
+_REQUEST_KEYS = (STATE_KEY, STATE_PAD_KEY, TASK_KEY, BELT_SPEED_KEY, ENV_STATE_KEY)
 # Bounds of what a cell can send: image sides (px), proprio magnitude (m, rad), belt speed
 # (m/s), instruction length, and how far from 1 a quaternion's norm may be.
 IMAGE_SIDE = (8, 4096)
@@ -186,6 +186,17 @@ def validate_request(request: Any, metadata: PolicyMetadata) -> dict[str, Any]:
                 f"{BELT_SPEED_KEY}: expected a speed in [0, {BELT_SPEED_MAX}] m/s, got "
                 f"{speed if ok else _describe(speed)}"
             )
+    pose = request.get(ENV_STATE_KEY)
+    if pose is not None and not (
+        isinstance(pose, np.ndarray)
+        and pose.shape == (7,)
+        and pose.dtype in (np.float32, np.float64)
+        and np.isfinite(pose).all()
+        and (np.abs(pose) <= STATE_ABS_MAX).all()
+    ):
+        raise PolicyError(
+            f"{ENV_STATE_KEY}: expected a finite pose (7,) float32, got {_describe(pose)}"
+        )
     task = request.get(TASK_KEY)
     if not isinstance(task, str) or not 0 < len(task) <= TASK_MAX_CHARS:
         raise PolicyError(

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Sampler
 
-from r2s2r.data.config import ACTION_KEY, STATE_KEY, DatasetError
+from r2s2r.data.config import ACTION_KEY, ENV_STATE_KEY, STATE_KEY, DatasetError
 from r2s2r.data.reader import Dataset
 from r2s2r.data.video import VideoReader
 from r2s2r.policy.base import PolicyError
@@ -107,6 +107,8 @@ class WindowDataset:
             [_speed(e.get("belt_speed")) for e in self.dataset.episodes], dtype=np.float32
         )
         self._hindsight = self._hindsight_targets(low[STATE_KEY], lengths)
+        # The object's true pose per frame, where the takes recorded it (diagnosis only).
+        self._object_pose = low.get(ENV_STATE_KEY)
         self.embodiment_id = int(self.contract.embodiment.id)
 
     def _hindsight_targets(self, states: np.ndarray, lengths: list[int]) -> np.ndarray:
@@ -171,6 +173,7 @@ class WindowDataset:
             "embodiment_id": self.embodiment_id,
             "belt_speed": float(self._belt_speed[self._episode_pos[frame]]),
             "hindsight": self._hindsight[frame],
+            "object_pose": None if self._object_pose is None else self._object_pose[frame],
             "episode_index": int(self._episode[frame]),
             "frame_index": int(self._frame[frame]),
         }

@@ -82,6 +82,8 @@ class Runtime:
         # Learned policies and servers take the dataset's form, with the loop's history.
         self.request_form = wants_request(meta)
         self.history = StateHistory(meta.state_history, meta.quaternions)
+        # A (diagnostic) policy that reads the object's true pose gets it from the rig.
+        self.object_pose = meta.environment_state
         self._estop = threading.Event()
         self._estop_reason = ""
         # Measured lockstep: a result that came back before its latency's periods passed.
@@ -156,7 +158,13 @@ class Runtime:
                         break
             # An inference that is due starts from this period's observation.
             need_views = views_every_step or (pending is None and self.executor.due(k))
-            obs = observe(rig, self.contract, start.instruction, images=need_views)
+            obs = observe(
+                rig,
+                self.contract,
+                start.instruction,
+                images=need_views,
+                environment_state=self.object_pose,
+            )
             state = self.contract.state(obs)
             self.history.push(state)
             if pending is None and self.executor.due(k):

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from r2s2r.data.config import IMAGE_PREFIX, STATE_KEY
+from r2s2r.data.config import ENV_STATE_KEY, IMAGE_PREFIX, STATE_KEY
 from r2s2r.geometry.rotations import same_hemisphere
 from r2s2r.policy.base import BELT_SPEED_KEY, STATE_PAD_KEY, TASK_KEY, PolicyMetadata
 
@@ -63,4 +63,6 @@ def build_request(
     request[TASK_KEY] = str(observation["instruction"])
     if observation.get("belt_speed") is not None:
         request[BELT_SPEED_KEY] = float(observation["belt_speed"])
+    if observation.get("environment_state") is not None:
+        request[ENV_STATE_KEY] = np.asarray(observation["environment_state"], dtype=np.float32)
     return request
