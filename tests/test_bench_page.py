@@ -93,7 +93,7 @@ def test_the_page_shows_each_headline_with_its_baseline_and_ratio() -> None:
         "machine: AMD EPYC, 2 cores, Linux; load average 3.2 at its start; commit `abc1234`; "
         "2026-12-07T13:00:00+00:00; took 12 s; beside a training job." in page
     )
-    assert "## broken — fails\n\nNot run: no record." in page
+    assert "## broken\n\nFails.\n\nNot run: no record." in page
     for command, _ in LEFT_OUT.values():
         assert f"`{command}`" in page
 

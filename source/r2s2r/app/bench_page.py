@@ -118,8 +118,9 @@ def _provenance(record: Mapping[str, Any]) -> str:
 
 def bench_section(name: str, record: Mapping[str, Any] | None, bench: Bench | None) -> str:
     """A bench's heading, command, provenance, outcome and table."""
-    what = f" — {bench.what}" if bench else ""
-    lines = [f"## {name}{what}", ""]
+    lines = [f"## {name}", ""]
+    if bench is not None:
+        lines += [bench.what[:1].upper() + bench.what[1:] + ".", ""]
     if record is None:
         lines += ["Not run: no record.", ""]
         return "\n".join(lines)
@@ -155,9 +156,12 @@ The records are committed with the page because they are what it is made from; e
 the command line, every figure the bench printed, the machine, its load average, the
 commit and the date. What each command measures and against what: [benchmarks](benchmarks.md).
 
-Each baseline was measured in the same run on the same machine, so the ratio holds where
-the absolute figures move with the machine's load. When you quote a figure, name its
-machine, commit and baseline from here.
+Each baseline was measured in the same run on the same machine, so the ratio holds better
+than the absolute figures when the machine is loaded; a load average above the machine's
+cores means other work ran beside the bench, and a ratio between two configurations that use
+threads differently (the training recipes of `train-speed`) can then move far from its value
+on an idle machine. When you quote a figure, name its machine, load, commit and baseline
+from here.
 """
 
 
