@@ -1,6 +1,6 @@
 """``r2s2r bench all`` and ``r2s2r bench page``: the suite's commands are the CLI's, the page
 shows each headline with its same-run baseline ("—" where a record lacks it), a failed bench
-is recorded and the run goes on."""
+is recorded and the run goes on, and the committed page is what the committed records make."""
 
 from __future__ import annotations
 
@@ -239,3 +239,8 @@ def test_bench_all_names_an_unknown_bench() -> None:
     result = runner.invoke(app, ["bench", "all", "--only", "datset"])
     assert result.exit_code == 2 and "did you mean 'dataset'" in result.output
 
+
+def test_the_committed_page_is_what_the_committed_records_make() -> None:
+    """Regenerate with ``r2s2r bench page`` after changing the records or the headlines."""
+    committed = (ROOT / "docs/reference/benchmark-results.md").read_text()
+    assert render_page(read_records(ROOT / "benchmarks")) == committed
