@@ -74,8 +74,16 @@ test-long: $(STAMP)
 test-learning: $(STAMP)
 	$(BIN)/python -m pytest -q -s -m learning tests/test_closed_loop.py
 
+# Every stage's bench (`r2s2r bench all`; the suite and each one's headline figures are in
+# source/r2s2r/app/bench_suite.py), one after another: a record each in benchmarks/, then the
+# page generated from them, docs/reference/benchmark-results.md. Both are committed. A failed
+# bench writes its error into its record, the rest still run, and the target fails at the end.
+# BENCH_NOTE says what else the machine was doing (e.g. BENCH_NOTE="beside a training job").
+BENCH_NOTE ?=
+
 bench: $(STAMP)
-	$(BIN)/r2s2r sim bench
+	$(BIN)/r2s2r bench all --out benchmarks --page docs/reference/benchmark-results.md \
+		--note "$(BENCH_NOTE)"
 
 # r2s2r Studio (tools/r2s2r_studio). Under a real X server PySide6's xcb platform needs
 # libxcb-icccm4 and libxcb-keysyms1 beyond a headless system's libraries; the screenshot test

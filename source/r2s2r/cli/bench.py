@@ -1,4 +1,5 @@
-"""``r2s2r bench``: benchmarks that span stages (``learning``: record, train, evaluate)."""
+"""``r2s2r bench``: every stage's benches in one run (``all``) and their page (``page``), and
+the benchmarks that span stages (``learning``: record, train, evaluate)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,12 @@ from tqdm import tqdm
 from r2s2r.app.jobs import Progress, ProgressFn
 from r2s2r.cli.train import require_policy_extra
 
-app = typer.Typer(no_args_is_help=True, help="Benchmarks that span stages.")
+app = typer.Typer(
+    no_args_is_help=True,
+    help="Benchmarks: every stage's in one run and their page; those that span stages.",
+)
+
+PAGE = Path("docs/reference/benchmark-results.md")
 
 
 @contextmanager
@@ -124,3 +130,72 @@ def learning(
     for point in summary["curve"]:
         typer.echo(f"  step {point['step']:>6d}: {point['sorted']}/{point['trials']} sorted")
     typer.echo("wall: " + ", ".join(f"{k} {v:.0f}" for k, v in summary["wall_s"].items()))
+
+
+@app.command("all")
+def run_all(
+    out: Annotated[
+        Path, typer.Option("--out", help="folder of the records, one <bench>.json each")
+    ] = Path("benchmarks"),
+    quick: Annotated[
+        bool, typer.Option("--quick", help="the smallest sizes; benches without them left out")
+    ] = False,
+    only: Annotated[
+        list[str] | None, typer.Option("--only", help="run only this bench (repeatable)")
+    ] = None,
+    note: Annotated[
+        str, typer.Option("--note", help="said of every record, e.g. 'beside a training job'")
+    ] = "",
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=1.0, help="seconds one bench may run")
+    ] = 900.0,
+    page: Annotated[
+        Path | None,
+        typer.Option("--page", help="then write the page from every record in OUT here"),
+    ] = None,
+) -> None:
+    """Run the stages' benches one after another, each as its own `r2s2r ... --json`
+    process, each record (command, figures with their same-run baselines, machine, load,
+    commit, date) written to OUT/<bench>.json as it ends. A failed bench writes its error
+    into its record and the run goes on; the exit code is 1 if any failed."""
+    from r2s2r.app.bench_run import BenchRunRequest, run_benches
+    from r2s2r.app.jobs import RequestError
+    from r2s2r.cli.progress import progress_bar
+
+    request = BenchRunRequest(
+        out=out, quick=quick, only=tuple(only or ()), note=note, timeout_s=timeout, page=page
+    )
+    try:
+        benches = request.benches()
+    except RequestError as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(2) from err
+    with progress_bar(len(benches), "bench", "bench") as show:
+        records = run_benches(request, show)
+    failed = [name for name, r in records.items() if not r["ok"]]
+    for name, r in records.items():
+        last = (r["error"] or "").strip().splitlines()[-1:] or [""]
+        outcome = "ok" if r["ok"] else f"FAILED: {last[0]}"
+        typer.echo(f"{name:12s} {r['seconds']:6.0f} s  {outcome}")
+    typer.echo(f"records in {out}" + (f", page {page}" if page else ""))
+    if failed:
+        typer.echo(f"failed: {', '.join(failed)}", err=True)
+        raise typer.Exit(1)
+
+
+@app.command("page")
+def page_cmd(
+    records: Annotated[
+        Path, typer.Option("--records", help="folder of the records (r2s2r bench all --out)")
+    ] = Path("benchmarks"),
+    out: Annotated[Path, typer.Option("--out", help="the Markdown page to write")] = PAGE,
+) -> None:
+    """Write the benchmark page from the records: one table per bench with each headline
+    figure, its same-run baseline and their ratio, and the machine, commit and date."""
+    from r2s2r.app.bench_page import write_page
+
+    if not records.is_dir():
+        typer.echo(f"error: no records folder {records}", err=True)
+        raise typer.Exit(2)
+    write_page(records, out)
+    typer.echo(f"wrote {out}")

@@ -50,6 +50,22 @@ def source_commit() -> str:
     return done.stdout.strip() or "unknown"
 
 
+def source_dirty() -> bool | None:
+    """Whether the package's source folder has uncommitted changes (None outside a
+    checkout): a figure measured then is not the commit's alone."""
+    try:
+        done = subprocess.run(
+            ["git", "status", "--porcelain", "."],
+            capture_output=True,
+            text=True,
+            cwd=Path(__file__).parents[1],
+            timeout=10,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return bool(done.stdout.strip()) if done.returncode == 0 else None
+
+
 def _rate(fn: Callable[[], object], seconds: float, per_call: int = 1) -> float:
     """Calls of ``fn`` per second (times ``per_call``), after one warm-up call."""
     fn()
