@@ -160,9 +160,9 @@ def record(
 
 def _twin(request: RecordRequest) -> tuple[Any, ...]:
     from r2s2r.rig.interfaces import Arm, Hand
-    from r2s2r.rig.operator import ScriptedOperator, TwinEyes
     from r2s2r.rig.safety import SafetySupervisor
     from r2s2r.rig.teleop import TeleopSession, TrackerCalibration
+    from r2s2r.rig.teleop.operator import ScriptedOperator, TwinEyes
     from r2s2r.rig.twin import TwinRig
     from r2s2r.spec.worlds import world_at
 

@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from r2s2r.rig.retarget import TIPS, HandKinematics, Retargeter
+from r2s2r.rig.teleop.retarget import TIPS, HandKinematics, Retargeter
 from r2s2r.rig.twin import TwinRig
-from r2s2r.rig.views import TwinViewsCfg
+from r2s2r.rig.twin.views import TwinViewsCfg
 from r2s2r.sim.bench import machine
 from r2s2r.sim.render import SceneRenderer
 from r2s2r.spec.worlds import world_at
@@ -208,9 +208,9 @@ def run_operator_episode(seed: int) -> tuple[str, bool]:
 
 def _operator_episode(seed: int) -> tuple[str, str, bool]:
     """``run_operator_episode`` with the presented object's name first."""
-    from r2s2r.rig.operator import ScriptedOperator, TwinEyes
     from r2s2r.rig.safety import SafetySupervisor
     from r2s2r.rig.teleop import TeleopSession, TrackerCalibration
+    from r2s2r.rig.teleop.operator import ScriptedOperator, TwinEyes
     from r2s2r.spec.worlds import sorting_arm
 
     logging.getLogger("r2s2r.safety").setLevel(logging.ERROR)
