@@ -8,5 +8,6 @@ The contract is this package's top level: the devices and the ``Rig`` protocol
 - ``hardware``: the real cell and its device drivers (``HardwareRig``);
 - ``teleop``: teleoperation, a tracked human hand (or the scripted operator) driving a rig.
 
+``kinds`` is the registry of rig kinds, which every rig opens through (``open_rig``);
 ``bench`` measures the twin and teleoperation.
 """
