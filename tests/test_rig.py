@@ -38,8 +38,8 @@ def test_twin_implements_the_interfaces(rig: TwinRig) -> None:
 
 def test_both_rigs_are_rigs(rig: TwinRig) -> None:
     """The twin and the real cell (here without devices, its operator answering "mug")
-    implement the ``Rig`` protocol; mypy checks the same through ``cli.ground._open_rig``,
-    which returns either as a ``Rig``."""
+    implement the ``Rig`` protocol; mypy checks the same through ``r2s2r.rig.kinds``,
+    whose registry opens either as a ``Rig``."""
     prompt = lambda question: "mug"  # noqa: E731
     presenter = OperatorPresenter(["mug"], prompt)
     hardware = HardwareRig({}, {}, {}, ManualConveyor(prompt), presenter, rig.embodiment)

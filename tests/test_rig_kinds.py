@@ -1,12 +1,18 @@
-"""The rig registry (``r2s2r.rig.kinds``): both kinds, what each can do, the refusals."""
+"""The rig registry (``r2s2r.rig.kinds``): both kinds, what each can do, the refusals, and
+every rig in ``source/`` opened through ``open_rig``."""
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
 import pytest
 
+from r2s2r.app.jobs import RequestError
+from r2s2r.app.record import RecordRequest
+from r2s2r.app.rigs import rig_kind, rig_kinds
+from r2s2r.app.session import RigRequest
 from r2s2r.cli.choices import RigKind as RigChoice
 from r2s2r.rig.hardware import HardwareRig
 from r2s2r.rig.kinds import RIGS, RigError, RigOptions, open_rig
@@ -15,10 +21,12 @@ from r2s2r.rig.twin import TwinRig
 from r2s2r.spec.registry import RegistryError
 from r2s2r.spec.worlds import load_task, load_world
 
+SOURCE = Path(__file__).resolve().parents[1] / "source"
+
 
 def test_the_registry_lists_both_kinds_and_the_cli_offers_them() -> None:
     assert RIGS.names() == ("twin", "hardware")
-    assert tuple(RigChoice) == RIGS.names()
+    assert tuple(RigChoice) == RIGS.names() == rig_kinds()
     assert all(RIGS.get(name).name == name for name in RIGS)
 
 
@@ -35,11 +43,17 @@ def test_what_each_kind_can_do() -> None:
     }
 
 
-def test_an_unknown_kind_names_the_known_ones() -> None:
+def test_an_unknown_kind_names_the_known_ones(tmp_path: Path) -> None:
     with pytest.raises(RegistryError, match=r"unknown rig 'lab' \(known: hardware, twin\)"):
         open_rig("lab")
     with pytest.raises(RegistryError, match="did you mean 'twin'"):
         open_rig("twni")
+    with pytest.raises(RequestError, match=r"unknown rig 'lab' \(known: hardware, twin\)"):
+        rig_kind("lab")
+    # A request naming one fails as it is made, with the same message.
+    with pytest.raises(ValueError, match=r"unknown rig 'lab' \(known: hardware, twin\)"):
+        RecordRequest(out=tmp_path, rig="lab")
+    assert RecordRequest.model_json_schema()["properties"]["rig"]["enum"] == ["twin", "hardware"]
 
 
 def test_the_real_cell_is_refused_before_anything_opens(
@@ -47,6 +61,10 @@ def test_the_real_cell_is_refused_before_anything_opens(
 ) -> None:
     with pytest.raises(RigError, match="--rig hardware needs --config PATH"):
         open_rig("hardware")
+    with pytest.raises(RequestError, match="--rig hardware needs --config PATH"):
+        rig_kind("hardware", RigOptions())
+    with pytest.raises(ValueError, match="--rig hardware needs --config PATH"):
+        RigRequest(rig="hardware")
     RIGS.get("twin").check(RigOptions())  # The twin opens with anything.
     monkeypatch.setitem(sys.modules, "r2s2r.rig.hardware", None)
     with pytest.raises(RigError, match="the hardware rig is not available"):
@@ -70,3 +88,37 @@ def test_each_kind_opens_supervises_and_sets_up_through_the_registry(tmp_path: P
         assert isinstance(cell_kind.supervise(cell), SafetySupervisor)
     with pytest.raises(RigError, match="expected the real cell"):
         cell_kind.supervise(twin)
+
+
+def test_every_rig_in_source_opens_through_open_rig() -> None:
+    """Nothing in ``source/`` builds a rig itself but the registry and each rig's own room
+    (``rig/twin/``, ``rig/hardware/``): every path opens one with ``open_rig``."""
+    pattern = re.compile(r"\b(?:TwinRig|HardwareRig)(?:\.from_config)?\(|\bbuild_rig\(")
+    rooms = ("r2s2r/rig/kinds.py", "r2s2r/rig/twin/", "r2s2r/rig/hardware/")
+    offenders = [
+        f"{rel}:{text.count(chr(10), 0, m.start()) + 1}"
+        for path in sorted(SOURCE.rglob("*.py"))
+        for rel in [path.relative_to(SOURCE).as_posix()]
+        if not rel.startswith(rooms)
+        for text in [path.read_text()]
+        for m in pattern.finditer(text)
+    ]
+    assert len(list(SOURCE.rglob("*.py"))) > 100  # The folder is the one with the code.
+    assert offenders == [], f"rigs built outside r2s2r.rig.kinds (use open_rig): {offenders}"
+
+
+def test_no_service_compares_the_rig_kind_with_a_name() -> None:
+    """The services and the commands ask the kind's entry what it can do (``RIGS.get``),
+    never compare its name with "twin" or "hardware"."""
+    pattern = re.compile(
+        r"""[!=]=\s*(?:["'](?:twin|hardware)["']|RigKind\.\w+)|["'](?:twin|hardware)["']\s*[!=]="""
+    )
+    roots = [SOURCE / "r2s2r", SOURCE.parent / "tools"]
+    offenders = [
+        f"{path.relative_to(SOURCE.parent)}:{text.count(chr(10), 0, m.start()) + 1}"
+        for root in roots
+        for path in sorted(root.rglob("*.py"))
+        for text in [path.read_text()]
+        for m in pattern.finditer(text)
+    ]
+    assert offenders == [], f"rig kinds compared by name (use RIGS.get): {offenders}"
