@@ -216,7 +216,7 @@ $(FLEXIV_STAMP): pyproject.toml scripts/pyproject_requirements.py
 	$(FLEXIV_BIN)/python -m pip install --quiet --no-deps -e .
 	rm -rf $(FLEXIV_RDK_21)
 	$(FLEXIV_BIN)/python -m pip install --quiet --no-deps --target $(FLEXIV_RDK_21) "flexivrdk==2.1.0"
-	cd / && $(abspath $(FLEXIV_BIN))/python -c "import flexivrdk, r2s2r.rig.drivers.flexiv as d; \
+	cd / && $(abspath $(FLEXIV_BIN))/python -c "import flexivrdk, r2s2r.rig.hardware.drivers.flexiv as d; \
 		assert flexivrdk.__version__ == d.FLEXIVRDK.written_for, flexivrdk.__version__"
 	@touch $(FLEXIV_STAMP)
 	@echo "flexivrdk $$($(FLEXIV_BIN)/python -c 'import flexivrdk; print(flexivrdk.__version__)') installed: $(FLEXIV_BIN)/python"

@@ -30,7 +30,7 @@ SPECS = (
     ("r2s2r.study.config", "StudyCfg", "`study/<name>.yaml` (presets `smoke`, `paper`, ...)"),
     ("r2s2r.policy.config", "PolicyCfg", "`policy/<name>.yaml` (presets `tiny`, `500m`, `2b`)"),
     ("r2s2r.eval.protocol", "ProtocolSpec", "`r2s2r eval --protocol FILE`"),
-    ("r2s2r.rig.drivers.spec", "HardwareSpec", "`--rig hardware --config RIG.yaml`"),
+    ("r2s2r.rig.hardware.drivers.spec", "HardwareSpec", "`--rig hardware --config RIG.yaml`"),
     ("r2s2r.policy.train", "TrainCfg", "`r2s2r train` options, `r2s2r.app.train.train`"),
     ("r2s2r.runtime.config", "RuntimeCfg", "`r2s2r deploy` / `r2s2r eval` runtime options"),
     ("r2s2r.data.config", "DatasetCfg", "`DatasetWriter(dir, cfg)`"),

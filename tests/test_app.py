@@ -15,10 +15,11 @@ from r2s2r.app.generate import GenerateResult, generate
 from r2s2r.app.ground import GroundRequest, ground
 from r2s2r.app.jobs import Cancel, Cancelled, Progress, RequestError
 from r2s2r.app.record import RecordRequest, check_request, record
-from r2s2r.app.rigs import open_rig
+from r2s2r.app.rigs import rig_kind
 from r2s2r.behavior.generate import GenerateCfg
 from r2s2r.data import Dataset
 from r2s2r.data.config import ACTION_KEY
+from r2s2r.rig.kinds import RigOptions
 
 
 @pytest.fixture(scope="module")
@@ -131,7 +132,7 @@ def test_grounding_cancelled_before_it_starts_writes_no_world(tmp_path: Path) ->
 
 def test_requests_that_cannot_run_are_refused_before_anything_opens(tmp_path: Path) -> None:
     with pytest.raises(RequestError, match="--rig hardware needs --config"):
-        open_rig("hardware")
+        rig_kind("hardware", RigOptions())
     with pytest.raises(RequestError, match="--calibration"):
         check_request(RecordRequest(out=tmp_path, rig="hardware", scripted=False))
     with pytest.raises(RequestError, match="use --keyboard"):
@@ -139,4 +140,4 @@ def test_requests_that_cannot_run_are_refused_before_anything_opens(tmp_path: Pa
             RecordRequest(out=tmp_path, rig="hardware", config=tmp_path, calibration=tmp_path)
         )
     with pytest.raises(ValueError, match="rig"):
-        RecordRequest(out=tmp_path, rig="lab")  # type: ignore[arg-type]
+        RecordRequest(out=tmp_path, rig="lab")

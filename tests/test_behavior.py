@@ -39,9 +39,9 @@ from r2s2r.data import (
     verify,
 )
 from r2s2r.data.record import Recorder
-from r2s2r.rig.operator import ScriptedOperator, TwinEyes
 from r2s2r.rig.safety import SafetySupervisor
 from r2s2r.rig.teleop import TeleopSession, TrackerCalibration
+from r2s2r.rig.teleop.operator import ScriptedOperator, TwinEyes
 from r2s2r.rig.twin import TwinRig
 from r2s2r.sim.env import PickSortEnv
 from r2s2r.spec import TaskSpec, WorldSpec

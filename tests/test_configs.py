@@ -18,7 +18,7 @@ from r2s2r.behavior.routes import OmplCarry
 from r2s2r.data.config import CameraCfg, DatasetCfg, DatasetError, VideoCfg
 from r2s2r.ground.register import RegistrationCfg
 from r2s2r.ground.sysid import SysIdCfg
-from r2s2r.rig.retarget import RetargetCfg
+from r2s2r.rig.teleop.retarget import RetargetCfg
 from r2s2r.sim.env import PickSortEnv
 from r2s2r.spec import Spec, SpecError
 from r2s2r.spec.registry import RegistryError

@@ -13,9 +13,9 @@ import pytest
 from r2s2r.behavior.generate import GenerateCfg, Generator
 from r2s2r.data import CameraCfg, Dataset, DatasetCfg, DatasetError, DatasetWriter
 from r2s2r.data.record import Recorder
-from r2s2r.rig.operator import ScriptedOperator, TwinEyes
 from r2s2r.rig.safety import SafetySupervisor
 from r2s2r.rig.teleop import TeleopSession, TrackerCalibration
+from r2s2r.rig.teleop.operator import ScriptedOperator, TwinEyes
 from r2s2r.rig.twin import TwinRig
 from r2s2r.sim.contract import Contract, ContractError
 from r2s2r.sim.embodiment import Embodiment

@@ -21,9 +21,14 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
-from r2s2r.rig import drivers
-from r2s2r.rig.drivers import flexiv
-from r2s2r.rig.drivers.sdk import SdkRequirement, SdkVersionError, installed_version, require_sdk
+from r2s2r.rig.hardware import drivers
+from r2s2r.rig.hardware.drivers import flexiv
+from r2s2r.rig.hardware.drivers.sdk import (
+    SdkRequirement,
+    SdkVersionError,
+    installed_version,
+    require_sdk,
+)
 from r2s2r.sim.camera import Intrinsics
 
 PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"

@@ -29,11 +29,11 @@ from scipy.spatial.transform import Rotation
 from r2s2r.geometry.poses import compose, invert
 from r2s2r.paths import presets_dir
 from r2s2r.rig import interfaces
-from r2s2r.rig.drivers import flexiv, manus, vive, wuji, zed
-from r2s2r.rig.drivers.manual import ManualConveyor, OperatorPresenter
-from r2s2r.rig.drivers.opencv_camera import OpenCVCamera
-from r2s2r.rig.drivers.sdk import SdkVersionError
 from r2s2r.rig.hardware import HardwareRig
+from r2s2r.rig.hardware.drivers import flexiv, manus, vive, wuji, zed
+from r2s2r.rig.hardware.drivers.manual import ManualConveyor, OperatorPresenter
+from r2s2r.rig.hardware.drivers.opencv_camera import OpenCVCamera
+from r2s2r.rig.hardware.drivers.sdk import SdkVersionError
 from r2s2r.rig.safety import SafetyLimits
 from r2s2r.sim import robots
 from r2s2r.sim.camera import Intrinsics

@@ -463,8 +463,8 @@ def test_a_noise_seed_gives_each_trial_its_own_draw_and_is_logged(
 
 def test_a_trial_on_the_real_cell_is_set_up_and_judged_by_the_operator(tmp_path: Path) -> None:
     from r2s2r.eval.hardware import HardwareRigs
-    from r2s2r.rig.drivers.manual import ManualConveyor, OperatorPresenter
     from r2s2r.rig.hardware import HardwareRig
+    from r2s2r.rig.hardware.drivers.manual import ManualConveyor, OperatorPresenter
     from r2s2r.spec.worlds import load_task, load_world
 
     # A HardwareRig over the twin's arms and hands (paced to the wall clock, judged by no

@@ -27,9 +27,9 @@ from r2s2r.ground.sysid import (
     record_arms,
     record_sysid,
 )
-from r2s2r.rig.imperfect import Imperfections, Unmodelled
 from r2s2r.rig.safety import SafetyLimits, SafetySupervisor
 from r2s2r.rig.twin import TwinRig
+from r2s2r.rig.twin.imperfect import Imperfections, Unmodelled
 from r2s2r.sim import robots
 
 SHORT = SysIdCfg(

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from r2s2r.rig.twin import TwinRig
-from r2s2r.rig.views import TwinViewsCfg
+from r2s2r.rig.twin.views import TwinViewsCfg
 from r2s2r.sim.lean import (
     HIDDEN_GROUP,
     MERGED_BODY,

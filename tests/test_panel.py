@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from r2s2r.data import Dataset
-from r2s2r.rig.truth import true_world
+from r2s2r.rig.twin.truth import true_world
 from r2s2r.spec import SpecError
 from r2s2r.spec.worlds import load_world
 

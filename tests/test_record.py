@@ -14,9 +14,9 @@ from r2s2r.cli import app
 from r2s2r.data import CameraCfg, Dataset, DatasetCfg, DatasetWriter, VideoCfg, verify
 from r2s2r.data.config import ACTION_KEY, STATE_KEY
 from r2s2r.data.record import FrameRecord, QueuedKeys, Recorder
-from r2s2r.rig.operator import ScriptedOperator, TwinEyes
 from r2s2r.rig.safety import SafetySupervisor
 from r2s2r.rig.teleop import TeleopSession, TrackerCalibration
+from r2s2r.rig.teleop.operator import ScriptedOperator, TwinEyes
 from r2s2r.rig.twin import TwinRig
 from r2s2r.spec.worlds import world_at
 

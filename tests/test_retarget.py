@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from r2s2r.rig.retarget import TIPS, HandKinematics, RetargetCfg, Retargeter
+from r2s2r.rig.teleop.retarget import TIPS, HandKinematics, RetargetCfg, Retargeter
 
 
 def _trajectory(kin: HandKinematics, seed: int, poses: int = 5, steps: int = 40) -> np.ndarray:

@@ -11,9 +11,9 @@ from scipy.spatial.transform import Rotation
 
 from r2s2r.rig.bench import run_operator_episode
 from r2s2r.rig.interfaces import HandKeypoints, HandTracker
-from r2s2r.rig.operator import ScriptedOperator, TwinEyes
 from r2s2r.rig.safety import SafetySupervisor
 from r2s2r.rig.teleop import TeleopSession, TrackerCalibration
+from r2s2r.rig.teleop.operator import ScriptedOperator, TwinEyes
 from r2s2r.rig.twin import TwinRig
 from r2s2r.spec.worlds import sorting_arm
 

@@ -12,11 +12,11 @@ import dataclasses
 import numpy as np
 import pytest
 
-from r2s2r.rig.imperfect import Backlash, Imperfections, ReadingNoise, Unmodelled
 from r2s2r.rig.safety import SafetySupervisor
-from r2s2r.rig.truth import CameraEffects
 from r2s2r.rig.twin import TwinRig
-from r2s2r.rig.views import TwinViewsCfg
+from r2s2r.rig.twin.imperfect import Backlash, Imperfections, ReadingNoise, Unmodelled
+from r2s2r.rig.twin.truth import CameraEffects
+from r2s2r.rig.twin.views import TwinViewsCfg
 
 
 def test_the_ideal_twin_is_the_same_hidden_world_without_the_imperfections() -> None:

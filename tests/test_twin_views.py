@@ -1,4 +1,4 @@
-"""The twin's fast camera path (``rig/views.py``, ``sim/blur.py``) against the reference one:
+"""The twin's fast camera path (``rig/twin/views.py``, ``sim/blur.py``) against the reference one:
 the same look, a documented latency (periods from a state to its frame), each camera at its
 own frame rate, and worker processes that end cleanly."""
 
@@ -16,9 +16,9 @@ import mujoco
 import numpy as np
 import pytest
 
-from r2s2r.rig.truth import CameraEffects
 from r2s2r.rig.twin import TwinRig
-from r2s2r.rig.views import TwinViewsCfg, ViewState, ViewWorkers, shadow_map_for
+from r2s2r.rig.twin.truth import CameraEffects
+from r2s2r.rig.twin.views import TwinViewsCfg, ViewState, ViewWorkers, shadow_map_for
 from r2s2r.sim.physics import MujocoPhysics
 from r2s2r.sim.render import CameraPlan, SceneRenderer
 from r2s2r.spec.worlds import world_at

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from r2s2r.rig.drivers import flexiv
+from r2s2r.rig.hardware.drivers import flexiv
 
 
 @dataclass(frozen=True)

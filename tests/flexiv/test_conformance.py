@@ -27,8 +27,8 @@ rdk = pytest.importorskip("flexivrdk", reason="flexivrdk runs in its own venv: m
 import flexiv_api  # noqa: E402
 
 from r2s2r.geometry.poses import compose, invert  # noqa: E402
-from r2s2r.rig.drivers import flexiv  # noqa: E402
-from r2s2r.rig.drivers.sdk import SdkVersionError  # noqa: E402
+from r2s2r.rig.hardware.drivers import flexiv  # noqa: E402
+from r2s2r.rig.hardware.drivers.sdk import SdkVersionError  # noqa: E402
 
 BASE = np.array([0.35, -0.60, 0.75, np.sqrt(0.5), 0.0, 0.0, np.sqrt(0.5)])  # 90 deg about z
 SERIAL = "Rizon4s-123456"
@@ -246,7 +246,7 @@ def test_the_real_sdk_reads_serials_as_the_driver_does() -> None:
 
 REFUSAL = """
 import json, flexivrdk, flexiv_api
-from r2s2r.rig.drivers import flexiv
+from r2s2r.rig.hardware.drivers import flexiv
 print("VERSION", flexivrdk.__version__)
 print("PROBLEMS", json.dumps(flexiv_api.problems(flexivrdk)))
 for make in (lambda: flexiv.FlexivArm("Rizon4s-123456", [0, 0, 0, 1, 0, 0, 0], "left_arm"),

@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
 )
 
 from r2s2r.app.live import RigSnapshot
+from r2s2r.app.rigs import rig_kinds
 from r2s2r.app.session import RigRequest
 from r2s2r_studio.widgets import LiveViews, PathField, RigPlots
 
@@ -34,7 +35,7 @@ class RigTab(QWidget):
         self.studio = window
         form = QFormLayout()
         self.kind = QComboBox()
-        self.kind.addItems(["twin", "hardware"])
+        self.kind.addItems(list(rig_kinds()))
         self.seed = QSpinBox()
         self.seed.setRange(0, 1_000_000)
         self.realtime = QCheckBox("pace the twin to the wall clock")
@@ -94,7 +95,7 @@ class RigTab(QWidget):
         """The rig the form describes (``ValueError`` naming what is wrong)."""
         config = self.config.text() or None
         return RigRequest(
-            rig=self.kind.currentText(),  # type: ignore[arg-type]
+            rig=self.kind.currentText(),
             seed=self.seed.value(),
             realtime=self.realtime.isChecked(),
             config=config,  # type: ignore[arg-type]

@@ -187,7 +187,9 @@ class StudioWindow(QMainWindow):
 
         def opened(session: RigSession) -> None:
             self.session, self.session_request = session, request
-            what = f"twin seed {request.seed}" if request.rig == "twin" else str(request.config)
+            what = (
+                f"{request.rig} seed {request.seed}" if session.kind.truth else str(request.config)
+            )
             self.rig_state.setText(f"rig: connected ({what})")
             self.rig_tab.state.setText(f"connected: {what}")
             log.info("connected to the %s", what)

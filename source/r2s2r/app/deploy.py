@@ -21,13 +21,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import model_validator
 
 from r2s2r import __version__
 from r2s2r.app.jobs import Cancel, ProgressFn, RequestError, report
 from r2s2r.app.live import LiveFrame
+from r2s2r.app.rigs import refused, rig_kind
+from r2s2r.rig.kinds import RigName, RigOptions, open_rig
 from r2s2r.runtime.config import Execution
 from r2s2r.spec import Spec
 
@@ -46,7 +48,7 @@ LIVE_PERIODS = 150
 class DeployRequest(Spec):
     """What to deploy, on which rig, and how."""
 
-    rig: Literal["twin", "hardware"] = "twin"
+    rig: RigName = "twin"
     # The cell's hardware YAML (hardware rig only).
     config: Path | None = None
     # A training run folder, or "scripted" (the twin's scripted operator); or ``server``.
@@ -160,20 +162,18 @@ def check_request(request: DeployRequest) -> None:
         raise RequestError("give one of --policy RUN|scripted and --server HOST:PORT")
     if request.server is not None:
         parse_server(request.server)
-    if request.rig == "hardware":
-        if request.config is None:
-            raise RequestError("--rig hardware needs --config PATH (the cell's hardware YAML)")
-        if request.policy == "scripted":
-            raise RequestError("the scripted operator drives only the twin (--rig twin)")
-        if request.faults:
-            raise RequestError("fault injection runs on the twin only (--rig twin)")
-    else:
+    kind = rig_kind(request.rig, RigOptions(config=request.config))
+    if request.policy == "scripted" and not kind.truth:
+        raise RequestError("the scripted operator drives only the twin (--rig twin)")
+    if request.faults and not kind.simulated:
+        raise RequestError("fault injection runs on the twin only (--rig twin)")
+    if kind.truth:
         CONDITIONS.get(request.condition)
     try:
         faults = parse_faults(request.faults)
     except FaultError as err:
         raise RequestError(str(err)) from None
-    lockstep = request.rig == "twin" and not request.realtime
+    lockstep = not kind.realtime and not request.realtime
     if lockstep and request.delay_periods is not None and any(f.kind == "latency" for f in faults):
         raise RequestError(
             "a latency fault does nothing on the lockstep twin with a fixed delay (chunks "
@@ -194,26 +194,25 @@ def check_request(request: DeployRequest) -> None:
 
 def _open_rig(request: DeployRequest) -> tuple[Rig, SafetySupervisor, Any, Any]:
     """The rig, its supervisor, the task and the nominal world."""
-    if request.rig == "hardware":
-        from r2s2r.app.rigs import open_rig
-        from r2s2r.rig.hardware import HardwareRig
-
-        try:
-            rig, task, world = open_rig("hardware", config=request.config)
-        except ImportError as err:
-            raise RequestError(f"--rig hardware: {err}") from err
-        assert isinstance(rig, HardwareRig)
-        return rig, rig.supervise(), task, world
-    from r2s2r.rig.safety import SafetySupervisor
-    from r2s2r.rig.twin import TwinRig
     from r2s2r.spec.worlds import world_at
 
-    world = world_at(request.image_size)
-    twin = TwinRig(
-        seed=request.seed, world=world, realtime=request.realtime, condition=request.condition
+    kind = rig_kind(request.rig)
+    options = RigOptions(
+        seed=request.seed,
+        world=world_at(request.image_size),
+        realtime=request.realtime,
+        condition=request.condition,
+        config=request.config,
     )
-    sup = SafetySupervisor(dict(twin.arms), dict(twin.hands), twin.now, twin.embodiment)
-    return twin, sup, twin.task, twin.nominal
+    with refused():
+        rig = open_rig(request.rig, options)
+    try:
+        sup = kind.supervise(rig)
+    except BaseException:
+        rig.close()
+        raise
+    task, world = kind.setting(rig)
+    return rig, sup, task, world
 
 
 def _policy(request: DeployRequest) -> Policy:
@@ -260,6 +259,7 @@ def deploy(
     from r2s2r.runtime.record import EpisodeRecorder, deploy_dataset_cfg, episode_summary
 
     check_request(request)
+    kind = rig_kind(request.rig)
     cancel = cancel or Cancel()
     result = DeployResult(record=request.record)
     policy: Policy | None = None if request.policy == "scripted" else _policy(request)
@@ -309,8 +309,8 @@ def deploy(
             if recorder is not None and episode.steps:
                 meta = {
                     "seed": request.seed,
-                    "condition": request.condition if request.rig == "twin" else None,
-                    "world": "twin" if request.rig == "twin" else "real",
+                    "condition": request.condition if kind.truth else None,
+                    "world": kind.world,
                     "behavior": "deploy",
                 }
                 index = recorder.save(episode, meta)

@@ -15,8 +15,10 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import field_validator, model_validator
 
 from r2s2r.app.jobs import Cancel, ProgressFn, RequestError, report
+from r2s2r.app.rigs import refused, rig_kind
 from r2s2r.data.record import KeySource
 from r2s2r.eval.runner import EvalResult, video_every
+from r2s2r.rig.kinds import RigName, RigOptions, open_rig
 from r2s2r.runtime import RuntimeCfg
 from r2s2r.scaleout import check_address
 from r2s2r.spec import Spec
@@ -36,7 +38,7 @@ class EvalRequest(Spec):
     server: str | None = None
     # The policy server's token, if it asks for one.
     token: str | None = None
-    rig: Literal["twin", "hardware"] = "twin"
+    rig: RigName = "twin"
     # The cell's hardware YAML (--rig hardware).
     config: Path | None = None
     # The twin's hidden cell hosting every trial (None: each trial seed's own cell).
@@ -92,18 +94,16 @@ class EvalRequest(Spec):
 
 def check_request(request: EvalRequest) -> None:
     """Refuse a request that cannot run, before anything is opened."""
-    if request.rig != "hardware":
-        return
-    if request.workers > 1 or request.ray is not None:
+    kind = rig_kind(request.rig)
+    if not kind.parallel and (request.workers > 1 or request.ray is not None):
         raise RequestError(
             f"--workers {request.workers}"
             + (f" --ray {request.ray}" if request.ray else "")
-            + ": the real cell runs one trial at a time; use --workers 1 and no --ray with "
-            "--rig hardware"
+            + f": the {kind.world} cell runs one trial at a time; use --workers 1 and no --ray "
+            f"with --rig {request.rig}"
         )
-    if request.config is None:
-        raise RequestError("--rig hardware needs --config PATH (the cell's hardware YAML)")
-    if request.policy in ("scripted", "planned"):
+    rig_kind(request.rig, RigOptions(config=request.config))
+    if not kind.truth and request.policy in ("scripted", "planned"):
         raise RequestError(
             f"--policy {request.policy} runs only on the twin: the scripted operator reads the "
             "twin's cell, the planner needs object poses the real cell does not track"
@@ -115,7 +115,7 @@ def _instances_protocol(request: EvalRequest, protocol: ProtocolSpec) -> Protoco
     policy is not one, or its instances cannot be named)."""
     from r2s2r.eval.instances import InstanceError, instance_protocol, training_instances
 
-    if request.policy in (None, "scripted", "planned") or request.rig != "twin":
+    if request.policy in (None, "scripted", "planned") or not rig_kind(request.rig).truth:
         raise RequestError(
             f"--instances {request.instances}: needs a training run (--policy RUN) on the twin"
         )
@@ -147,15 +147,18 @@ def evaluate(
     from r2s2r.eval.runner import evaluate as run_trials
 
     check_request(request)
-    if request.rig == "hardware" and keys is None:
-        raise RequestError("--rig hardware needs a key source: the operator judges each trial")
+    kind = rig_kind(request.rig)
+    if kind.operator and keys is None:
+        raise RequestError(
+            f"--rig {request.rig} needs a key source: the operator judges each trial"
+        )
     protocol = load_protocol(request.protocol)
     trials = request.trials
     if request.instances is not None:
         protocol = _instances_protocol(request, protocol)
         trials = None if request.instances == "train" else trials
-    # The hardware rig keeps every trial's video: the operator's verdict can be checked.
-    video = "all" if request.rig == "hardware" else request.video
+    # Where the operator judges, every trial's video is kept: the verdict can be checked.
+    video = "all" if kind.operator else request.video
     setup = EvalSetup(
         out=request.out,
         protocol=protocol,
@@ -164,7 +167,7 @@ def evaluate(
         rig=request.rig,
         runtime=request.runtime,
         video=video,
-        cell=request.cell if request.rig == "twin" else None,
+        cell=request.cell if kind.truth else None,
         workers=request.workers,
         ray=request.ray,
         instances=request.instances,
@@ -188,9 +191,9 @@ def evaluate(
     rigs: Any = None
     try:
         judge: Any = None
-        if request.rig == "hardware":
+        if kind.operator:
             assert keys is not None
-            rigs, judge = _hardware(request, keys, prompt)
+            rigs, judge = _operated(request, keys, prompt)
         else:
             rigs = TwinRigs(request.image_size, cell=request.cell)
 
@@ -208,20 +211,17 @@ def evaluate(
             rigs.close()
 
 
-def _hardware(request: EvalRequest, keys: KeySource, prompt: Callable[[str], str]) -> Any:
-    assert request.config is not None
-    try:
-        from r2s2r.rig.hardware import HardwareRig
-    except ImportError as err:
-        raise RequestError(
-            "the hardware rig is not available in this installation "
-            f"(r2s2r.rig.hardware.HardwareRig could not be imported: {err})"
-        ) from err
+def _operated(request: EvalRequest, keys: KeySource, prompt: Callable[[str], str]) -> Any:
+    """The real cell's rig session, whose operator sets each trial up, and their judge."""
     from r2s2r.eval.hardware import HardwareRigs, KeyJudge
-    from r2s2r.spec.worlds import load_task, load_world
+    from r2s2r.rig.hardware import HardwareRig
 
-    rig = HardwareRig.from_config(request.config, prompt)
-    return HardwareRigs(rig, load_task("pick_sort"), load_world("nominal"), prompt), KeyJudge(keys)
+    kind = rig_kind(request.rig)
+    with refused():
+        rig = open_rig(request.rig, RigOptions(config=request.config, prompt=prompt))
+    assert isinstance(rig, HardwareRig)  # The operator's session drives the real cell.
+    task, world = kind.setting(rig)
+    return HardwareRigs(rig, task, world, prompt), KeyJudge(keys)
 
 
 def write_report(dirs: list[Path], out: Path) -> Path:

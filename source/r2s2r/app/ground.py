@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from r2s2r.app.jobs import Cancel, ProgressFn, report
-from r2s2r.app.rigs import open_rig
+from r2s2r.app.rigs import refused, rig_kind
 from r2s2r.ground.grounding import Grounding
 from r2s2r.ground.sysid import SysIdCfg
+from r2s2r.rig.kinds import RigName, RigOptions, open_rig
 from r2s2r.spec import Spec, TaskSpec, WorldSpec
 
 STAGES = ("capture", "ground", "write")
@@ -20,7 +21,7 @@ class GroundRequest(Spec):
     """Where to capture (or which capture to reuse) and through which rig."""
 
     out: Path
-    rig: Literal["twin", "hardware"] = "twin"
+    rig: RigName = "twin"
     # Twin seed (also seeds the excitation and replay commands).
     seed: int = 0
     # The twin's hidden cell (``TwinRig``'s ``cell``; None: the seed's).
@@ -51,9 +52,13 @@ def capture(
     returns the rig's task and nominal world."""
     from r2s2r.ground.pipeline import capture_all
 
-    rig, task, nominal = open_rig(
-        request.rig, request.seed, request.config, native_cameras=True, cell=request.cell
+    kind = rig_kind(request.rig)
+    options = RigOptions(
+        seed=request.seed, cell=request.cell, native_cameras=True, config=request.config
     )
+    with refused():
+        rig = open_rig(request.rig, options)
+    task, nominal = kind.setting(rig)
     try:
         report(progress, "capture", 0, 1)
         capture_all(

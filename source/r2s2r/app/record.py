@@ -6,11 +6,13 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from r2s2r.app.jobs import Cancel, ProgressFn, RequestError, report
 from r2s2r.app.live import RigSnapshot, snapshot
+from r2s2r.app.rigs import refused, rig_kind
 from r2s2r.data.record import FrameRecord, KeySource, QueuedKeys, Take
+from r2s2r.rig.kinds import RigName, RigOptions, open_rig
 from r2s2r.spec import Spec
 
 log = logging.getLogger("r2s2r.app")
@@ -22,7 +24,7 @@ class RecordRequest(Spec):
     """What to record, and from which rig."""
 
     out: Path
-    rig: Literal["twin", "hardware"] = "twin"
+    rig: RigName = "twin"
     # Episodes to save (discarded takes do not count).
     episodes: int = 10
     # Twin and scripted-operator seed.
@@ -109,8 +111,9 @@ def record(
     check_request(request)
     if not request.scripted and keys is None:
         raise RequestError("recording with --keyboard needs a key source")
+    kind = rig_kind(request.rig)
     rig, tracker, teleop, task, world, meta = (
-        _hardware(request) if request.rig == "hardware" else _twin(request)
+        _person(request) if kind.operator else _scripted(request)
     )
     try:
         cameras: tuple[CameraCfg, ...] = ()
@@ -125,7 +128,7 @@ def record(
             cameras=cameras,
             embodiment=rig.embodiment,
             video=VideoCfg(lossless=request.lossless),
-            env_state=request.rig == "twin",
+            env_state=kind.truth,
         )
         source = _CancelKeys(keys, cancel) if cancel is not None else keys
         if estop is not None:
@@ -158,63 +161,62 @@ def record(
     return RecordResult(request.out, takes)
 
 
-def _twin(request: RecordRequest) -> tuple[Any, ...]:
-    from r2s2r.rig.interfaces import Arm, Hand
-    from r2s2r.rig.operator import ScriptedOperator, TwinEyes
-    from r2s2r.rig.safety import SafetySupervisor
+def _scripted(request: RecordRequest) -> tuple[Any, ...]:
+    """The twin, its supervisor and its scripted operator as the tracker."""
     from r2s2r.rig.teleop import TeleopSession, TrackerCalibration
+    from r2s2r.rig.teleop.operator import ScriptedOperator, TwinEyes
     from r2s2r.rig.twin import TwinRig
     from r2s2r.spec.worlds import world_at
 
+    kind = rig_kind(request.rig)
     world = world_at(request.image_size or 64)  # Without views the size is never rendered.
-    twin = TwinRig(seed=request.seed, world=world, realtime=request.realtime, cell=request.cell)
+    options = RigOptions(
+        seed=request.seed, world=world, realtime=request.realtime, cell=request.cell
+    )
+    with refused():
+        twin = open_rig(request.rig, options)
+    assert isinstance(twin, TwinRig)  # The scripted operator sees the twin's object.
     calibration = TrackerCalibration.twin()
-    arms: dict[str, Arm] = dict(twin.arms)
-    hands: dict[str, Hand] = dict(twin.hands)
-    supervisor = SafetySupervisor(arms, hands, twin.now, twin.embodiment)
-    teleop = TeleopSession(twin, supervisor, calibration)
+    teleop = TeleopSession(twin, kind.supervise(twin), calibration)
     op_seed = request.seed if request.operator_seed is None else request.operator_seed
-    operator = ScriptedOperator(op_seed, TwinEyes(twin), twin.task, twin.nominal, calibration)
-    meta = {"world": "twin", "behavior": "teleop"}
-    return twin, operator, teleop, twin.task, twin.nominal, meta
+    task, nominal = kind.setting(twin)
+    operator = ScriptedOperator(op_seed, TwinEyes(twin), task, nominal, calibration)
+    meta = {"world": kind.world, "behavior": "teleop"}
+    return twin, operator, teleop, task, nominal, meta
 
 
 def check_request(request: RecordRequest) -> None:
     """Refuse a request that cannot run, before anything is opened."""
-    if request.rig != "hardware":
-        return
+    if not rig_kind(request.rig).operator:
+        return  # The scripted operator records.
     if request.config is None or request.calibration is None:
         raise RequestError(
-            "--rig hardware needs --config PATH (the cell's hardware YAML) and --calibration "
-            "PATH (the tracker calibration YAML: T_cell_tracker, T_wrist_tcp)"
+            f"--rig {request.rig} needs --config PATH (the cell's hardware YAML) and "
+            "--calibration PATH (the tracker calibration YAML: T_cell_tracker, T_wrist_tcp)"
         )
     if request.scripted:
         raise RequestError(
-            "--rig hardware records a person: use --keyboard (the scripted operator drives "
-            "only the twin)"
+            f"--rig {request.rig} records a person: use --keyboard (the scripted operator "
+            "drives only the twin)"
         )
 
 
-def _hardware(request: RecordRequest) -> tuple[Any, ...]:
+def _person(request: RecordRequest) -> tuple[Any, ...]:
+    """The real cell, its supervisor and the gloves a person records through."""
     assert request.config is not None and request.calibration is not None
-    try:
-        from r2s2r.rig.hardware import HardwareRig
-    except ImportError as err:
-        raise RequestError(
-            "the hardware rig is not available in this installation "
-            f"(r2s2r.rig.hardware.HardwareRig could not be imported: {err})"
-        ) from err
+    options = RigOptions(config=request.config)
+    kind = rig_kind(request.rig, options)  # Refused before the calibration is read.
     import yaml
 
     from r2s2r.rig.teleop import TeleopSession, TrackerCalibration
-    from r2s2r.spec.worlds import load_task, load_world
 
     cal = TrackerCalibration.from_dict(yaml.safe_load(request.calibration.read_text()))
-    rig = HardwareRig.from_config(request.config)
+    with refused():
+        rig = open_rig(request.rig, options)
     missing = [s for s in ("left", "right") if s not in rig.trackers]
     if missing:
         rig.close()
-        raise RequestError(f"the hardware rig has no hand tracker for {missing}")
-    teleop = TeleopSession(rig, rig.supervise(), cal)
-    task, world = load_task("pick_sort"), load_world("nominal")
-    return rig, rig.trackers, teleop, task, world, {"world": "real", "behavior": "teleop"}
+        raise RequestError(f"the {request.rig} rig has no hand tracker for {missing}")
+    teleop = TeleopSession(rig, kind.supervise(rig), cal)
+    task, world = kind.setting(rig)
+    return rig, rig.trackers, teleop, task, world, {"world": kind.world, "behavior": "teleop"}

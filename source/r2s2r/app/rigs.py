@@ -1,38 +1,36 @@
-"""Opening a rig by kind: the digital twin, or the real cell from its hardware YAML."""
+"""The rig a request names, through the rig registry (``r2s2r.rig.kinds``): its kind, and
+the registry's refusals (an unknown kind, a missing hardware YAML, an SDK not installed) as
+``RequestError``, the service layer's bad input."""
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Literal
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from r2s2r.app.jobs import RequestError
-from r2s2r.rig.interfaces import Rig
-from r2s2r.spec import TaskSpec, WorldSpec
-
-RigKind = Literal["twin", "hardware"]
+from r2s2r.rig.kinds import RIGS, RigError, RigKind, RigOptions
+from r2s2r.spec.registry import RegistryError
 
 
-def open_rig(
-    kind: RigKind,
-    seed: int = 0,
-    config: Path | None = None,
-    native_cameras: bool = False,
-    cell: int | None = None,
-) -> tuple[Rig, TaskSpec, WorldSpec]:
-    """The rig, its task and its nominal world. ``native_cameras``: the twin's cameras
-    deliver their own resolution (for calibration) instead of the observation size;
-    ``cell``: the twin's hidden cell (``TwinRig``; None: the seed's)."""
-    from r2s2r.spec.worlds import load_task, load_world
+def rig_kinds() -> tuple[str, ...]:
+    """The kinds of rig a request may name, in the registry's order."""
+    return RIGS.names()
 
-    if kind == "twin":
-        from r2s2r.rig.twin import TwinRig
 
-        twin = TwinRig(seed=seed, native_cameras=native_cameras, cell=cell)
-        return twin, twin.task, twin.nominal
-    if kind != "hardware":
-        raise RequestError(f"rig: expected twin or hardware, got {kind!r}")
-    if config is None:
-        raise RequestError("--rig hardware needs --config PATH (the cell's hardware YAML)")
-    from r2s2r.rig.hardware import HardwareRig
+@contextmanager
+def refused() -> Iterator[None]:
+    """Raise a ``RigError`` (or an unknown kind) from inside as a ``RequestError``."""
+    try:
+        yield
+    except (RigError, RegistryError) as err:
+        raise RequestError(str(err)) from err
 
-    return HardwareRig.from_config(config), load_task("pick_sort"), load_world("nominal")
+
+def rig_kind(name: str, options: RigOptions | None = None) -> RigKind:
+    """The kind ``name`` (``RIGS``); with ``options``, refused where it cannot open with
+    them, before anything opens."""
+    with refused():
+        kind = RIGS.get(name)
+        if options is not None:
+            kind.check(options)
+    return kind

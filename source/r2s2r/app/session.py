@@ -21,14 +21,16 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from pydantic import model_validator
 
 from r2s2r.app.jobs import RequestError
 from r2s2r.app.live import RigSnapshot, snapshot
+from r2s2r.app.rigs import refused, rig_kind
 from r2s2r.rig.interfaces import Rig
+from r2s2r.rig.kinds import RIGS, RigName, RigOptions, open_rig
 from r2s2r.rig.safety import SafetySupervisor
 from r2s2r.spec import Spec
 
@@ -38,7 +40,7 @@ log = logging.getLogger("r2s2r.app")
 class RigRequest(Spec):
     """Which rig to connect to."""
 
-    rig: Literal["twin", "hardware"] = "twin"
+    rig: RigName = "twin"
     # Twin seed.
     seed: int = 0
     # Pace the twin to the wall clock (else it runs as fast as the machine allows).
@@ -53,8 +55,7 @@ class RigRequest(Spec):
 
     @model_validator(mode="after")
     def _check(self) -> RigRequest:
-        if self.rig == "hardware" and self.config is None:
-            raise ValueError("--rig hardware needs --config PATH (the cell's hardware YAML)")
+        RIGS.get(self.rig).check(RigOptions(config=self.config))
         if self.image_size < 16:
             raise ValueError(f"image_size must be at least 16 px, got {self.image_size}")
         if not self.snapshot_hz > 0:
@@ -64,26 +65,19 @@ class RigRequest(Spec):
 
 def open_supervised(request: RigRequest) -> tuple[Rig, SafetySupervisor]:
     """The rig ``request`` names and a safety supervisor over its arms and hands."""
-    if request.rig == "hardware":
-        from r2s2r.app.rigs import open_rig
-
-        try:
-            rig, _, _ = open_rig("hardware", config=request.config)
-        except ImportError as err:
-            raise RequestError(f"--rig hardware: {err}") from err
-        return rig, rig.supervise()  # type: ignore[attr-defined]
-    from r2s2r.rig.twin import TwinRig
     from r2s2r.spec.worlds import world_at
 
-    world = world_at(request.image_size)
-    twin = TwinRig(
+    kind = rig_kind(request.rig)
+    options = RigOptions(
         seed=request.seed,
-        world=world,
+        world=world_at(request.image_size),
         realtime=request.realtime,
         native_cameras=request.native_cameras,
+        config=request.config,
     )
-    sup = SafetySupervisor(dict(twin.arms), dict(twin.hands), twin.now, twin.embodiment)
-    return twin, sup
+    with refused():
+        rig = open_rig(request.rig, options)
+    return rig, kind.supervise(rig)
 
 
 class RigSession:
@@ -96,6 +90,7 @@ class RigSession:
         on_error: Callable[[BaseException], None] | None = None,
     ) -> None:
         self.request = request
+        self.kind = rig_kind(request.rig)
         self.rig, self.sup = open_supervised(request)
         self.on_snapshot, self.on_error = on_snapshot, on_error
         self._calls: queue.Queue[tuple[Callable[[Rig, SafetySupervisor], Any], Future[Any]]]
@@ -187,7 +182,7 @@ class RigSession:
                 if self.rig.now() + 1e-9 >= next_shot and self.on_snapshot is not None:
                     next_shot = max(next_shot + 1.0 / hz, self.rig.now())
                     self.on_snapshot(snapshot(self.rig, self.sup))
-                if not self.request.realtime and self.request.rig == "twin":
+                if not self.request.realtime and not self.kind.realtime:
                     time.sleep(0)  # Let the UI thread in between periods.
         except BaseException as err:  # noqa: BLE001 - reported, then the session ends
             log.exception("the rig session stopped")

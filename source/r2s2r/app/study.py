@@ -23,12 +23,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from r2s2r.app.jobs import Cancel, ProgressFn, RequestError, report
+from r2s2r.app.rigs import rig_kind
 from r2s2r.data.record import KeySource
+from r2s2r.rig.kinds import RigName
 from r2s2r.spec import Spec
 from r2s2r.study.config import StudyCfg, load_study
 from r2s2r.study.plan import Decision, Ledger, Stage, decide, fingerprints, plan, select
@@ -44,7 +46,7 @@ class StudyRequest(Spec):
 
     out: Path
     preset: str = "smoke"
-    rig: Literal["twin", "hardware"] = "twin"
+    rig: RigName = "twin"
     # The cell's hardware YAML and tracker calibration (``--rig hardware``).
     config: Path | None = None
     calibration: Path | None = None
@@ -81,15 +83,16 @@ StageFn = Callable[[int, int, Stage, Decision], None]
 
 def check_request(request: StudyRequest, cfg: StudyCfg) -> None:
     """Refuse a request that cannot run, before anything is touched."""
-    if request.rig == "hardware":
+    if rig_kind(request.rig).operator:
+        # A person records the demos through the cell's gloves and trackers.
         if request.config is None:
             raise RequestError(
-                "--rig hardware needs --config PATH (the cell's hardware YAML; see "
+                f"--rig {request.rig} needs --config PATH (the cell's hardware YAML; see "
                 "r2s2r/presets/rig/hardware.example.yaml)"
             )
         if request.calibration is None:
             raise RequestError(
-                "--rig hardware needs --calibration PATH (the tracker calibration YAML: "
+                f"--rig {request.rig} needs --calibration PATH (the tracker calibration YAML: "
                 "T_cell_tracker, T_wrist_tcp) to record the real demos"
             )
         for path in (request.config, request.calibration):
@@ -230,6 +233,7 @@ class _Runner:
         prompt: Callable[[str], str],
     ) -> None:
         self.cfg, self.request, self.root = cfg, request, root
+        self.kind = rig_kind(request.rig)
         self.progress, self.cancel, self.keys, self.prompt = progress, cancel, keys, prompt
 
     def run(self, stage: Stage, decision: Decision) -> dict[str, Any]:
@@ -250,14 +254,14 @@ class _Runner:
         common: dict[str, Any] = {
             "out": out,
             "rig": self.request.rig,
-            "cell": self.cfg.cell if self.request.rig == "twin" else None,
+            "cell": self.cfg.cell if self.kind.truth else None,
             "image_size": self.cfg.image_size,
             "lossless": self.cfg.real.lossless,
             "max_seconds": self.cfg.real.max_seconds,
             "config": self.request.config,
             "calibration": self.request.calibration,
         }
-        if self.request.rig == "hardware":
+        if self.kind.operator:
             # A person records the remaining demos in one session.
             if want > have:
                 request = RecordRequest.from_dict(
@@ -293,7 +297,7 @@ class _Runner:
             out=out,
             rig=self.request.rig,
             seed=self.cfg.seed,
-            cell=self.cfg.cell if self.request.rig == "twin" else None,
+            cell=self.cfg.cell if self.kind.truth else None,
             config=self.request.config,
             reuse=reuse,
             sysid=self.cfg.grounding.sysid,
@@ -447,7 +451,7 @@ class _Runner:
             policy=str(self.root / "runs" / policy),
             rig=self.request.rig,
             config=self.request.config,
-            cell=p["cell"] if self.request.rig == "twin" else None,
+            cell=p["cell"] if self.kind.truth else None,
             protocol=p["protocol"],
             trials=p["trials"],
             seed=p["seed"],
@@ -457,8 +461,8 @@ class _Runner:
             device=p["device"],
             # Trials at once on the twin (outside the fingerprint: the same outcomes); the
             # real cell runs one at a time.
-            workers=ev.workers if self.request.rig == "twin" else 1,
-            ray=self.request.ray if self.request.rig == "twin" else None,
+            workers=ev.workers if self.kind.parallel else 1,
+            ray=self.request.ray if self.kind.parallel else None,
         )
         result = evaluate(request, self.progress, self.cancel, self.keys, self.prompt)
         if not result.finished:
@@ -504,7 +508,7 @@ class _Runner:
         """What the report states about how the policies were made."""
         notes = [
             f"Study {self.cfg.name!r} on the {self.request.rig}"
-            + (f" (hidden cell {self.cfg.cell})" if self.request.rig == "twin" else "")
+            + (f" (hidden cell {self.cfg.cell})" if self.kind.truth else "")
             + f": {_count(self.cfg.real.episodes, 'real demo')}, "
             f"{_count(self.cfg.generation.episodes, 'kept episode')} per simulated dataset, "
             f"the {self.cfg.training.preset} policy trained {self.cfg.training.steps} steps."

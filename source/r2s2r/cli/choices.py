@@ -8,6 +8,8 @@ from typing import Annotated
 import typer
 
 
+# ``--rig``: the kinds of ``r2s2r.rig.kinds.RIGS`` (tests/test_rig_kinds.py holds the two
+# equal; the CLI's modules do not import the rig layer to parse options).
 class RigKind(StrEnum):
     twin = "twin"
     hardware = "hardware"

@@ -96,6 +96,7 @@ def evaluate(
     from r2s2r.app.evaluate import evaluate as run_eval
     from r2s2r.app.jobs import Cancel, RequestError
     from r2s2r.cli.progress import progress_bar
+    from r2s2r.rig.kinds import RIGS
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     delay = None if delay_periods == "measured" else _periods(delay_periods)
@@ -127,7 +128,8 @@ def evaluate(
     }
     request = EvalRequest.from_dict(options, source="r2s2r eval")
     cancel = Cancel()
-    keys = LineKeys() if rig == RigKind.hardware else None
+    # Where a person judges each trial, they do it by key.
+    keys = LineKeys() if RIGS.get(request.rig).operator else None
     previous = signal.signal(signal.SIGINT, _stop_on_first(cancel))
     try:
         total = trials or _protocol_total(protocol)

@@ -22,7 +22,7 @@ def bench(
     recording real-time factor and dataset write throughput."""
     from r2s2r.data.record_bench import bench_record
     from r2s2r.rig.bench import BEFORE_DETAIL, run_bench
-    from r2s2r.rig.views import TwinViewsCfg
+    from r2s2r.rig.twin.views import TwinViewsCfg
 
     result = run_bench(seconds, operator_seeds)
     result.update(bench_record(seconds))

@@ -73,6 +73,7 @@ def run(
     """Run the study with one bar over its stages and one for the stage in progress."""
     from r2s2r.app.jobs import Cancel, Cancelled, Progress, RequestError
     from r2s2r.app.study import StudyRequest, run_study
+    from r2s2r.rig.kinds import RIGS
 
     _log_to(out, quiet)
     names = tuple(s.strip() for s in stages.split(",") if s.strip()) if stages else None
@@ -87,7 +88,8 @@ def run(
     }
     request = StudyRequest.from_dict(options, source="r2s2r study")
     keys = None
-    if rig == "hardware":
+    if RIGS.get(request.rig).operator:
+        # A person records the demos and judges the trials by key.
         from r2s2r.data.record import StdinKeys
 
         keys = StdinKeys()

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from r2s2r.rig.twin import TwinRig
-from r2s2r.rig.views import TwinViewsCfg
+from r2s2r.rig.kinds import RigOptions, open_rig
+from r2s2r.rig.twin.views import TwinViewsCfg
 from r2s2r.spec.worlds import world_at
 
 
@@ -29,12 +29,12 @@ def bench_record(
     from r2s2r.data import CameraCfg, DatasetCfg, DatasetWriter
     from r2s2r.data.record import Recorder
     from r2s2r.rig.interfaces import Arm, Hand
-    from r2s2r.rig.operator import ScriptedOperator, TwinEyes
     from r2s2r.rig.safety import SafetySupervisor
     from r2s2r.rig.teleop import TeleopSession, TrackerCalibration
+    from r2s2r.rig.teleop.operator import ScriptedOperator, TwinEyes
 
     logging.getLogger("r2s2r.safety").setLevel(logging.ERROR)
-    rig = TwinRig(seed=0, views=views, world=world_at(size))
+    rig = open_rig("twin", RigOptions(views=views, world=world_at(size)))
     cal = TrackerCalibration.twin()
     arms: dict[str, Arm] = dict(rig.arms)
     hands: dict[str, Hand] = dict(rig.hands)

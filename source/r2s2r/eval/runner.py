@@ -50,6 +50,7 @@ from r2s2r.eval.trials import (
     write_eval_info,
 )
 from r2s2r.rig.interfaces import Rig
+from r2s2r.rig.kinds import RIGS, RigOptions, open_rig
 from r2s2r.rig.safety import SafetySupervisor
 from r2s2r.runtime import EpisodeLog, EpisodeStart, Runtime, RuntimeCfg, StepLog, start_episode
 from r2s2r.sim.progress import ProgressReading
@@ -160,9 +161,10 @@ class TwinRigs:
         self.world = world_at(image_size, world)
 
     def open(self, trial: Trial) -> tuple[Rig, SafetySupervisor, TaskSpec, WorldSpec]:
-        from r2s2r.rig.twin import TwinRig
-
-        twin = TwinRig(seed=trial.seed, world=self.world, condition=trial.condition, cell=self.cell)
+        options = RigOptions(
+            seed=trial.seed, world=self.world, condition=trial.condition, cell=self.cell
+        )
+        twin = open_rig("twin", options)
         sup = SafetySupervisor(dict(twin.arms), dict(twin.hands), twin.now, twin.embodiment)
         return twin, sup, twin.task, twin.nominal
 
@@ -240,7 +242,7 @@ def evaluate(
     logged in trial order, as one process logs them."""
     if rigs.kind != setup.rig:
         raise EvalError(f"the setup names rig {setup.rig!r} but the rig session is {rigs.kind!r}")
-    if setup.scaled_out and setup.rig != "twin":
+    if setup.scaled_out and not RIGS.get(setup.rig).parallel:
         raise EvalError(
             f"--workers {setup.workers}"
             + (f" --ray {setup.ray}" if setup.ray else "")

@@ -17,7 +17,7 @@ from scipy.spatial.transform import Rotation
 
 from r2s2r.ground.grounding import Grounding
 from r2s2r.ground.pipeline import capture_all, ground_all, write_grounding
-from r2s2r.rig.twin import TwinRig
+from r2s2r.rig.kinds import RigOptions, open_rig
 from r2s2r.sim.bench import machine
 from r2s2r.spec import WorldSpec
 
@@ -126,7 +126,7 @@ def run_bench(
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(out) if out is not None else Path(tmp)
-        rig = TwinRig(seed=seed, native_cameras=True, ideal=ideal)
+        rig = open_rig("twin", RigOptions(seed=seed, native_cameras=True, ideal=ideal))
         capture_all(rig, folder, rig.nominal, seed=seed, progress=progress)
         result = ground_all(folder, rig.nominal, rig.task, progress=progress)
         write_grounding(result, folder)

@@ -21,7 +21,7 @@ from tqdm import tqdm
 
 from r2s2r.ground.sysid_arm import freeze_joint, last_value
 from r2s2r.ground.sysid_data import HandRecording, SysIdError, check_joints
-from r2s2r.rig.retarget import TIPS, HandKinematics
+from r2s2r.rig.teleop.retarget import TIPS, HandKinematics
 from r2s2r.sim import scene as scene_mod
 from r2s2r.spec import WorldSpec
 from r2s2r.spec.world import HandActuatorSpec

@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from r2s2r.rig.retarget import TIPS, HandKinematics, Retargeter
-from r2s2r.rig.twin import TwinRig
-from r2s2r.rig.views import TwinViewsCfg
+from r2s2r.rig.kinds import RigOptions, open_rig
+from r2s2r.rig.teleop.retarget import TIPS, HandKinematics, Retargeter
+from r2s2r.rig.twin.views import TwinViewsCfg
 from r2s2r.sim.bench import machine
 from r2s2r.sim.render import SceneRenderer
 from r2s2r.spec.worlds import world_at
@@ -70,7 +70,8 @@ def bench_twin(
     (``views`` and the delivered ``size`` as given, default the twin's), and the CPU time
     spent per control period (ms; this process's and the view worker's, all their threads),
     which other jobs on the machine change far less than the wall time."""
-    with TwinRig(seed=0, world=world_at(size), views=views, realtime=realtime) as rig:
+    options = RigOptions(world=world_at(size), views=views, realtime=realtime)
+    with open_rig("twin", options) as rig:
         arm = rig.arms["left"]
         target = arm.state().tcp_pose.copy()
         if cameras:
@@ -97,7 +98,8 @@ def bench_raw_render(seconds: float = 2.0, size: int | None = None) -> tuple[flo
     """Wall and CPU milliseconds per frame set of the raw renderer: the twin's three views at
     the sizes it renders them (the wide views of the fisheyes), shadows on, no blur, remap or
     effects."""
-    with TwinRig(seed=0, world=world_at(size), views=TwinViewsCfg.reference()) as rig:
+    options = RigOptions(world=world_at(size), views=TwinViewsCfg.reference())
+    with open_rig("twin", options) as rig:
         world = rig.reveal_truth().world
         renderer = SceneRenderer(rig._physics, world)
         try:
@@ -158,7 +160,7 @@ def bench_views(seconds: float = 3.0) -> dict[str, float]:
 def bench_paced(seconds: float = 3.0) -> dict[str, float]:
     """The twin paced to the wall clock (``realtime=True``) with the three views read every
     period: control periods per wall second, and new head frames per wall second."""
-    with TwinRig(seed=0, realtime=True) as rig:
+    with open_rig("twin", RigOptions(realtime=True)) as rig:
         head = rig.cameras["head"]
         for cam in rig.cameras.values():
             cam.read()
@@ -208,13 +210,13 @@ def run_operator_episode(seed: int) -> tuple[str, bool]:
 
 def _operator_episode(seed: int) -> tuple[str, str, bool]:
     """``run_operator_episode`` with the presented object's name first."""
-    from r2s2r.rig.operator import ScriptedOperator, TwinEyes
     from r2s2r.rig.safety import SafetySupervisor
     from r2s2r.rig.teleop import TeleopSession, TrackerCalibration
+    from r2s2r.rig.teleop.operator import ScriptedOperator, TwinEyes
     from r2s2r.spec.worlds import sorting_arm
 
     logging.getLogger("r2s2r.safety").setLevel(logging.ERROR)
-    rig = TwinRig(seed=seed)
+    rig = open_rig("twin", RigOptions(seed=seed))
     cal = TrackerCalibration.twin()
     sup = SafetySupervisor(rig.arms, rig.hands, rig.now, rig.embodiment)
     teleop = TeleopSession(rig, sup, cal)

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from r2s2r.policy.base import Policy
+from r2s2r.rig.kinds import RigOptions, open_rig
 from r2s2r.rig.twin import TwinRig
 from r2s2r.runtime.config import Execution, RuntimeCfg
 from r2s2r.runtime.episode import EpisodeLog
@@ -79,7 +80,7 @@ def _run(make: Callable[[TwinRig], Policy], cfg: RuntimeCfg, seconds: float, see
     from r2s2r.runtime.episode import start_episode
     from r2s2r.runtime.loop import Runtime
 
-    with TwinRig(seed=seed, realtime=True) as twin:
+    with open_rig("twin", RigOptions(seed=seed, realtime=True)) as twin:
         sup = SafetySupervisor(dict(twin.arms), dict(twin.hands), twin.now, twin.embodiment)
         with Runtime(twin, make(twin), sup, cfg) as runtime:
             start = start_episode(twin, twin.task, twin.nominal)

@@ -79,14 +79,14 @@ class ReplayPolicy:
 def operator_take(seed: int, max_s: float | None = None, condition: str = "nominal") -> np.ndarray:
     """The actions (T, A) the twin's scripted operator executes in the first episode of the
     twin of ``seed`` (run through the runtime in lockstep: what ``r2s2r record`` records)."""
+    from r2s2r.rig.kinds import RigOptions, open_rig
     from r2s2r.rig.safety import SafetySupervisor
-    from r2s2r.rig.twin import TwinRig
     from r2s2r.runtime.config import RuntimeCfg
     from r2s2r.runtime.episode import start_episode
     from r2s2r.runtime.loop import Runtime
     from r2s2r.runtime.scripted import OperatorPolicy
 
-    with TwinRig(seed=seed, condition=condition) as twin:
+    with open_rig("twin", RigOptions(seed=seed, condition=condition)) as twin:
         sup = SafetySupervisor(dict(twin.arms), dict(twin.hands), twin.now, twin.embodiment)
         with Runtime(twin, OperatorPolicy.for_twin(twin, seed), sup, RuntimeCfg()) as rt:
             start = start_episode(twin, twin.task, twin.nominal)

@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 
 from r2s2r.policy.base import PolicyMetadata
-from r2s2r.rig.operator import ScriptedOperator, TwinEyes
 from r2s2r.rig.teleop import TeleopMapper, TrackerCalibration
+from r2s2r.rig.teleop.operator import ScriptedOperator, TwinEyes
 from r2s2r.rig.twin import TwinRig
 from r2s2r.runtime.episode import EpisodeStart
 from r2s2r.sim.embodiment import Embodiment

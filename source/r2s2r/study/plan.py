@@ -30,7 +30,8 @@ from r2s2r.study.config import StudyCfg
 LEDGER = "study.json"
 # Bumped when what a stage writes, for the same params, changes meaning.
 FORMAT = 1
-Rig = Literal["twin", "hardware"]
+# A rig kind's name (``r2s2r.rig.kinds.RIGS``; the request checked it).
+Rig = str
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,8 @@ from scipy.spatial.transform import Rotation
 
 from r2s2r.geometry.poses import matrix_to_pose, pose_to_matrix
 from r2s2r.rig.interfaces import HandKeypoints, Rig
-from r2s2r.rig.retarget import RetargetCfg, Retargeter
 from r2s2r.rig.safety import SafetySupervisor
+from r2s2r.rig.teleop.retarget import RetargetCfg, Retargeter
 from r2s2r.spec.world import ARM_SIDES
 
 log = logging.getLogger("r2s2r.teleop")

@@ -4,23 +4,28 @@ Every vendor SDK is an optional extra, imported in one function of its driver's 
 a device is opened: ``flexivrdk`` (flexiv), ``wujihandpy`` (wuji), ``pyzed`` (zed, from the
 ZED SDK installer), ``pyzmq`` (teleop) and ``openvr`` (vive). Importing this package needs
 none of them. Each driver states the SDK release it was written for and checks the installed
-one when its device opens (``SDK_REQUIREMENTS``, ``r2s2r.rig.drivers.sdk``).
+one when its device opens (``SDK_REQUIREMENTS``, ``r2s2r.rig.hardware.drivers.sdk``).
 """
 
-from r2s2r.rig.drivers.flexiv import (
+from r2s2r.rig.hardware.drivers.flexiv import (
     FLEXIVRDK,
     CartesianLimits,
     FlexivArm,
     FlexivBringUp,
     FlexivError,
 )
-from r2s2r.rig.drivers.manual import ManualConveyor, OperatorPresenter
-from r2s2r.rig.drivers.manus import PYZMQ, ManusGlove, skeleton_to_keypoints
-from r2s2r.rig.drivers.opencv_camera import OPENCV, OpenCVCamera
-from r2s2r.rig.drivers.sdk import SdkRequirement, SdkVersionError, require_sdk
-from r2s2r.rig.drivers.vive import OPENVR, OpenVRSession, ViveTracker, openvr_matrix_to_pose
-from r2s2r.rig.drivers.wuji import WUJIHANDPY, WujiHand
-from r2s2r.rig.drivers.zed import PYZED, ZedCamera, split_side_by_side
+from r2s2r.rig.hardware.drivers.manual import ManualConveyor, OperatorPresenter
+from r2s2r.rig.hardware.drivers.manus import PYZMQ, ManusGlove, skeleton_to_keypoints
+from r2s2r.rig.hardware.drivers.opencv_camera import OPENCV, OpenCVCamera
+from r2s2r.rig.hardware.drivers.sdk import SdkRequirement, SdkVersionError, require_sdk
+from r2s2r.rig.hardware.drivers.vive import (
+    OPENVR,
+    OpenVRSession,
+    ViveTracker,
+    openvr_matrix_to_pose,
+)
+from r2s2r.rig.hardware.drivers.wuji import WUJIHANDPY, WujiHand
+from r2s2r.rig.hardware.drivers.zed import PYZED, ZedCamera, split_side_by_side
 
 # The SDK each driver was written for, by driver.
 SDK_REQUIREMENTS: dict[str, SdkRequirement] = {

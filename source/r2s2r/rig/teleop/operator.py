@@ -31,10 +31,10 @@ from r2s2r.geometry.rotations import (
     rotvec_to_quat,
 )
 from r2s2r.geometry.trajectory import blend, min_jerk
-from r2s2r.rig.human import Eyes, Segment, Style, TwinEyes
 from r2s2r.rig.interfaces import HandKeypoints
-from r2s2r.rig.retarget import HandKinematics
-from r2s2r.rig.teleop import HUMAN_HAND_SCALE, TrackerCalibration
+from r2s2r.rig.teleop.human import Eyes, Segment, Style, TwinEyes
+from r2s2r.rig.teleop.retarget import HandKinematics
+from r2s2r.rig.teleop.session import HUMAN_HAND_SCALE, TrackerCalibration
 from r2s2r.sim.closures import (
     CLAW_BELOW_M,
     CLAW_OPEN,

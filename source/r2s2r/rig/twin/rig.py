@@ -20,10 +20,10 @@ from scipy.spatial.transform import Rotation
 
 from r2s2r.geometry.board import Checkerboard, board_texture
 from r2s2r.geometry.rotations import mat_to_quat, quat_conj, quat_mul, rotvec_to_quat
-from r2s2r.rig.imperfect import Backlash, Imperfections, quantize
 from r2s2r.rig.interfaces import DEPTH_CAMERA, ArmState, Frame, HandState, HandTracker
-from r2s2r.rig.truth import CameraEffects, imperfect_optics, true_camera_effects, true_world
-from r2s2r.rig.views import TwinViews, TwinViewsCfg, shadow_map_for
+from r2s2r.rig.twin.imperfect import Backlash, Imperfections, quantize
+from r2s2r.rig.twin.truth import CameraEffects, imperfect_optics, true_camera_effects, true_world
+from r2s2r.rig.twin.views import TwinViews, TwinViewsCfg, shadow_map_for
 from r2s2r.sim.camera import Intrinsics
 from r2s2r.sim.cell import STATUS_NAMES, Cell
 from r2s2r.sim.embodiment import TCP_POSE_DIM, Embodiment
@@ -127,7 +127,7 @@ class TwinRig:
 
     Its cameras deliver the observation size (or, with ``native_cameras``, their own
     resolution, as the calibration captures want), rendered as ``views`` says
-    (``rig/views.py``): by default each camera at 30 frames/s, rendered in a worker process
+    (``rig/twin/views.py``): by default each camera at 30 frames/s, rendered in a worker process
     of its own two control periods behind the physics; native cameras default to the reference
     (``TwinViewsCfg.reference()``: every period, in this process, no latency).
 

@@ -20,14 +20,14 @@ from typing import Any
 
 import numpy as np
 
-from r2s2r.rig.drivers.flexiv import CartesianLimits, FlexivArm
-from r2s2r.rig.drivers.manual import ManualConveyor, OperatorPresenter, Prompt
-from r2s2r.rig.drivers.manus import ManusGlove
-from r2s2r.rig.drivers.opencv_camera import OpenCVCamera
-from r2s2r.rig.drivers.spec import CameraDriverCfg, HardwareSpec, OpenCVCameraCfg
-from r2s2r.rig.drivers.vive import OpenVRSession, ViveTracker
-from r2s2r.rig.drivers.wuji import WujiHand
-from r2s2r.rig.drivers.zed import ZedCamera
+from r2s2r.rig.hardware.drivers.flexiv import CartesianLimits, FlexivArm
+from r2s2r.rig.hardware.drivers.manual import ManualConveyor, OperatorPresenter, Prompt
+from r2s2r.rig.hardware.drivers.manus import ManusGlove
+from r2s2r.rig.hardware.drivers.opencv_camera import OpenCVCamera
+from r2s2r.rig.hardware.drivers.spec import CameraDriverCfg, HardwareSpec, OpenCVCameraCfg
+from r2s2r.rig.hardware.drivers.vive import OpenVRSession, ViveTracker
+from r2s2r.rig.hardware.drivers.wuji import WujiHand
+from r2s2r.rig.hardware.drivers.zed import ZedCamera
 from r2s2r.rig.interfaces import (
     DEPTH_CAMERA,
     Arm,

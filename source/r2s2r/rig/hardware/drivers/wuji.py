@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from r2s2r.optional import missing_extra
-from r2s2r.rig.drivers.sdk import SdkRequirement, require_sdk
+from r2s2r.rig.hardware.drivers.sdk import SdkRequirement, require_sdk
 from r2s2r.rig.interfaces import HandState
 from r2s2r.sim.robots.wuji_hand import FINGERS, JOINTS_PER_FINGER, WUJI_JOINT_NAMES
 

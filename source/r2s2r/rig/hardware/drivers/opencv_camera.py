@@ -18,8 +18,8 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from r2s2r.rig.drivers.sdk import SdkRequirement, require_sdk
-from r2s2r.rig.drivers.stream import LatestValue
+from r2s2r.rig.hardware.drivers.sdk import SdkRequirement, require_sdk
+from r2s2r.rig.hardware.drivers.stream import LatestValue
 from r2s2r.rig.interfaces import Frame
 from r2s2r.sim.camera import Intrinsics
 

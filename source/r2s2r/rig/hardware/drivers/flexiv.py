@@ -36,7 +36,7 @@ import numpy as np
 
 from r2s2r.geometry.poses import as_pose, compose, invert
 from r2s2r.optional import missing_extra
-from r2s2r.rig.drivers.sdk import SdkRequirement, require_sdk
+from r2s2r.rig.hardware.drivers.sdk import SdkRequirement, require_sdk
 from r2s2r.rig.interfaces import ArmState
 from r2s2r.spec.world import ArmControllerSpec
 

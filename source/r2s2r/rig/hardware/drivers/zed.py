@@ -27,9 +27,14 @@ from typing import Any, Literal
 import numpy as np
 
 from r2s2r.optional import missing_extra
-from r2s2r.rig.drivers.opencv_camera import check_size, grab_frame, is_live_device, open_capture
-from r2s2r.rig.drivers.sdk import SdkRequirement, require_sdk
-from r2s2r.rig.drivers.stream import LatestValue
+from r2s2r.rig.hardware.drivers.opencv_camera import (
+    check_size,
+    grab_frame,
+    is_live_device,
+    open_capture,
+)
+from r2s2r.rig.hardware.drivers.sdk import SdkRequirement, require_sdk
+from r2s2r.rig.hardware.drivers.stream import LatestValue
 from r2s2r.rig.interfaces import Frame
 from r2s2r.sim.camera import Intrinsics
 

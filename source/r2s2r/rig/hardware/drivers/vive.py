@@ -26,7 +26,7 @@ import numpy as np
 
 from r2s2r.geometry.poses import matrix_to_pose
 from r2s2r.optional import missing_extra
-from r2s2r.rig.drivers.sdk import SdkRequirement, require_sdk
+from r2s2r.rig.hardware.drivers.sdk import SdkRequirement, require_sdk
 
 # pyopenvr's releases follow OpenVR's (2.12.1401 is OpenVR 2.12.14); 2.5 and older import
 # pkg_resources, which current setuptools no longer ships.

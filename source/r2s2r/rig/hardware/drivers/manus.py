@@ -35,8 +35,8 @@ import numpy as np
 from r2s2r.geometry.poses import unit_quat
 from r2s2r.geometry.rotations import quat_to_mat
 from r2s2r.optional import missing_extra
-from r2s2r.rig.drivers.sdk import SdkRequirement, require_sdk
-from r2s2r.rig.drivers.stream import LatestValue
+from r2s2r.rig.hardware.drivers.sdk import SdkRequirement, require_sdk
+from r2s2r.rig.hardware.drivers.stream import LatestValue
 from r2s2r.rig.interfaces import HandKeypoints
 
 FINGER_JOINTS = ("proximal", "intermediate", "distal", "tip")

@@ -6,14 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import numpy as np
 
 from r2s2r.geometry.trajectory import blend, bump
-
-if TYPE_CHECKING:
-    from r2s2r.rig.twin import TwinRig
+from r2s2r.rig.interfaces import Rig
 
 
 class Eyes(Protocol):
@@ -32,6 +30,14 @@ class Eyes(Protocol):
     def belt_speed(self) -> float: ...
 
 
+class TrackedRig(Rig, Protocol):
+    """A rig that tracks the object it presents (the twin, ``TwinRig.object_pose``)."""
+
+    def object_pose(self) -> np.ndarray:
+        """Pose (7,) of the presented object in the cell frame."""
+        ...
+
+
 class TwinEyes:
     """A person's view of the twin.
 
@@ -41,7 +47,7 @@ class TwinEyes:
     is seen through the arm's public state; the belt speed through the conveyor.
     """
 
-    def __init__(self, rig: TwinRig) -> None:
+    def __init__(self, rig: TrackedRig) -> None:
         self.rig = rig
 
     def now(self) -> float:

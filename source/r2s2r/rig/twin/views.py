@@ -42,7 +42,7 @@ import mujoco
 import numpy as np
 
 from r2s2r.rig.interfaces import Frame
-from r2s2r.rig.truth import CameraEffects
+from r2s2r.rig.twin.truth import CameraEffects
 from r2s2r.sim.lean import StoredObjects
 from r2s2r.sim.physics import MujocoPhysics, Physics
 from r2s2r.sim.render import BLUR_MODES, SceneRenderer
