@@ -16,6 +16,7 @@ import pytest
 
 from r2s2r.data import Dataset
 from r2s2r.data.config import ACTION_KEY
+from r2s2r.data.continuity import continuous
 from r2s2r.policy.base import ChunkPrefix, PolicyMetadata
 from r2s2r.rig.safety import SafetyLimits, SafetySupervisor
 from r2s2r.rig.twin import TwinRig
@@ -374,6 +375,9 @@ def test_the_scripted_operator_through_the_runtime_does_what_record_does(
         episode = run(twin, sup, policy, RuntimeCfg(), twin.task.episode_s)
     assert recorded_success == taken.takes[0].success
     assert episode.success == recorded_success and episode.ended_by == "verdict"
-    executed = np.stack([s.action for s in episode.steps])
+    # The dataset keeps each quaternion on one hemisphere through the episode.
+    executed = continuous(
+        np.stack([s.action for s in episode.steps]), Contract.of(twin.embodiment).action_names()
+    )
     assert executed.shape == recorded.shape
     np.testing.assert_allclose(executed, recorded, atol=1e-5)
