@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import json
 import logging
 import sys
+import threading
 import time
 import types
 from pathlib import Path
@@ -552,6 +554,51 @@ def test_manus_messages_decode_and_bad_ones_fail_clearly() -> None:
         manus.skeleton_to_keypoints(message)
     with pytest.raises(ValueError, match="units"):
         manus.skeleton_to_keypoints({**message, "units": "inch"})
+
+
+@pytest.mark.skipif(importlib.util.find_spec("zmq") is None, reason="pyzmq is not installed")
+def test_manus_glove_reads_its_side_from_a_real_bridge_socket_and_refuses_other_pyzmq(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import zmq
+
+    local = np.random.default_rng(2).uniform(-0.1, 0.1, (21, 3))
+    local[0] = 0.0
+    right = _hand_message(local, Rotation.from_euler("z", 0.7), np.array([0.1, 1.0, 0.2]), "m")
+    left = _hand_message(np.zeros((21, 3)), Rotation.identity(), np.zeros(3), "m")
+    left["side"] = "left"
+    pub = zmq.Context.instance().socket(zmq.PUB)
+    port = pub.bind_to_random_port("tcp://127.0.0.1")
+    stop = threading.Event()
+
+    def bridge() -> None:
+        # A subscriber misses what is sent before it has joined, so the bridge keeps
+        # publishing, the other glove's message first (the right glove must skip it).
+        while not stop.is_set():
+            for message in (left, right):
+                pub.send_multipart([b"", json.dumps(message).encode()])
+            stop.wait(0.01)
+
+    sender = threading.Thread(target=bridge, daemon=True)
+    sender.start()
+    glove = manus.ManusGlove(
+        f"tcp://127.0.0.1:{port}", side="right", clock=lambda: 7.0, timeout_s=10.0
+    )
+    try:
+        assert glove.sdk_version == zmq.__version__
+        reading = glove.read()  # Waits up to timeout_s for the first message.
+        assert reading.stamp == 7.0
+        np.testing.assert_allclose(reading.keypoints, local, atol=1e-9)
+        assert np.isnan(reading.wrist_pose).all()  # No wrist tracker given.
+    finally:
+        glove.close()
+        stop.set()
+        sender.join()
+        pub.close(linger=0)
+    # A pyzmq release the client was not written for is refused before any socket opens.
+    monkeypatch.setattr(zmq, "__version__", "24.0.1")
+    with pytest.raises(SdkVersionError, match=r"left_glove: .*needs pyzmq>=25,<28; pyzmq 24\.0\.1"):
+        manus.ManusGlove("tcp://127.0.0.1:1", side="left")
 
 
 @pytest.mark.skipif(importlib.util.find_spec("zmq") is not None, reason="pyzmq is installed")
