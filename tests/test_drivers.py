@@ -196,6 +196,29 @@ def test_flexiv_checks_the_sdk_release_and_the_model_before_it_connects() -> Non
     assert (arm.sdk_version, arm.model) == ("2.0.0", "Rizon4s")
 
 
+def test_flexiv_refuses_a_connected_robot_whose_reported_model_is_not_its_serials(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    assert flexiv.reported_model("Rizon 4s") == "Rizon4s"
+    assert flexiv.reported_model("RIZON4") == "Rizon4"
+    assert flexiv.reported_model("Flexiv Rizon 10s") == "Rizon10s"
+    assert flexiv.reported_model("Moonlight") is None
+    flexiv.check_reported_model("Rizon 4s", "Rizon4s", "left_arm")
+    with pytest.raises(flexiv.FlexivError, match=r"left_arm: .*'Rizon 4'.*the Rizon4\), but its "
+                       r"serial names a Rizon4s"):  # fmt: skip
+        flexiv.check_reported_model("Rizon 4", "Rizon4s", "left_arm")
+    with pytest.raises(flexiv.FlexivError, match=r"'Moonlight' \(no Rizon arm"):
+        flexiv.check_reported_model("Moonlight", "Rizon4s", "left_arm")
+    with caplog.at_level(logging.WARNING, logger=flexiv.log.name):
+        flexiv.check_reported_model("", "Rizon4s", "left_arm")
+    assert "reports no model" in caplog.text
+    # At open: a serial of one model on a robot reporting another stops before bring-up.
+    sdk = fake_flexivrdk()
+    with pytest.raises(flexiv.FlexivError, match=r"serial Rizon4-1\).*'Rizon4s'"):
+        flexiv.FlexivArm("Rizon4-1", BASE, sdk=sdk)
+    assert ("Enable",) not in sdk.calls  # type: ignore[attr-defined]
+
+
 def _bring_up(sdk: types.ModuleType) -> flexiv.FlexivBringUp:
     ticks = itertools.count(0.0, 1.0)  # A clock that advances one second per reading.
     robot = sdk.Robot("Rizon4s-1")  # type: ignore[attr-defined]

@@ -18,8 +18,8 @@ SDK module as a parameter, so they run against any object with the same API.
 
 What the wheel does not show and is assumed (not checked against a robot from here): pure
 motion control is the mode's default (force control off on every axis), so no
-``SetForceControlAxis`` call is made; ``info().model_name`` names a Rizon arm "Rizon..."
-(spaces and case aside).
+``SetForceControlAxis`` call is made; ``info().model_name`` names the arm's model as its
+serial does ("Rizon4s" or "Rizon 4s", spaces and case aside).
 """
 
 from __future__ import annotations
@@ -124,6 +124,29 @@ def serial_model(serial: str) -> str:
             f"{serial!r} is not a Flexiv serial number (MODEL-NUMBER, e.g. Rizon4s-123456)"
         )
     return model
+
+
+def reported_model(model_name: str) -> str | None:
+    """The Rizon model a robot's ``info().model_name`` names ("Rizon 4s" -> ``Rizon4s``; the
+    longest known model the name holds, spaces and case aside), None if it names none."""
+    flat = model_name.replace(" ", "").lower()
+    found = [m for m in RIZON_MODELS if m.lower() in flat]
+    return max(found, key=len) if found else None
+
+
+def check_reported_model(model_name: str, model: str, name: str = "arm") -> None:
+    """Refuse a connected robot whose reported model is not the one its serial names (an
+    empty report is logged: the robot's software did not say)."""
+    if not model_name:
+        log.warning("%s: the robot reports no model; driving it as its serial's %s", name, model)
+        return
+    found = reported_model(model_name)
+    if found != model:
+        what = f"the {found}" if found else "no Rizon arm this driver drives"
+        raise FlexivError(
+            f"{name}: the connected robot reports model {model_name!r} ({what}), but its "
+            f"serial names a {model}; check the serial in the cell's config"
+        )
 
 
 def check_sdk_and_model(sdk: Any, serial: str, name: str = "arm") -> tuple[str, str]:
@@ -317,12 +340,8 @@ class FlexivArm:
         self._group = resolve_group(self._sdk, group)
         self._robot = self._sdk.Robot(serial)
         info = self._robot.info()
-        reported = str(info.model_name)
-        if reported and "rizon" not in reported.replace(" ", "").lower():
-            raise FlexivError(
-                f"{name} (serial {serial}): the connected robot reports model {reported!r}, "
-                f"not a Rizon arm this driver drives with flexivrdk {self.sdk_version}"
-            )
+        reported = str(info.model_name or "")
+        check_reported_model(reported, self.model, f"{name} (serial {serial})")
         log.info(
             "%s: %s (serial %s, robot software %s) through flexivrdk %s",
             name,
