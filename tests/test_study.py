@@ -15,7 +15,7 @@ from r2s2r.rig.kinds import RIGS
 from r2s2r.spec.base import SpecError
 from r2s2r.spec.registry import RegistryError
 from r2s2r.study.config import FOUR, REAL_ONLY, StudyCfg, load_study, preset_names
-from r2s2r.study.plan import STAGE_KINDS, Ledger, fingerprints, plan, select
+from r2s2r.study.plan import STAGE_KINDS, Ledger, Stage, fingerprints, plan, select
 from r2s2r.study.stages import stage_registry
 
 MICRO = Path(__file__).parent / "presets" / "study_micro.yaml"
@@ -123,6 +123,19 @@ def test_a_table_of_stage_runners_must_name_every_kind_and_no_other() -> None:
         stage_registry(table)
     with pytest.raises(RegistryError, match=r"'latent'; a runner for stage kind 'evaluate', which"):
         stage_registry({**table, "evaluate": runner})
+
+
+def test_a_stage_of_a_kind_without_a_runner_is_refused_before_it_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import r2s2r.app.study as study
+
+    monkeypatch.setattr(study, "plan", lambda cfg, rig: [Stage("sweep", "sweep", "sweep")])
+    with pytest.raises(
+        RegistryError, match=r"unknown stage kind 'sweep' \(known: eval, generate, "
+    ):
+        run_study(StudyRequest(out=tmp_path, preset=str(MICRO)))
+    assert Ledger(tmp_path).entry("sweep") == {}
 
 
 def test_demo_seeds_are_distinct_and_fixed() -> None:

@@ -166,11 +166,11 @@ def run_study(
                 StageRun(stage.name, "skip", 0.0, ledger.entry(stage.name).get("summary", {}))
             )
             continue
+        runner = STAGES.get(stage.kind)
         target = root / stage.out
         if decision == "fresh" and target.exists():
             log.info("%s: its settings or inputs changed; its outputs are made afresh", stage.name)
             shutil.rmtree(target)
-        runner = STAGES.get(stage.kind)
         ledger.set(stage.name, fingerprint=prints[stage.name], state="running", out=stage.out)
         start = time.perf_counter()
         summary = runner(ctx, stage, decision)
