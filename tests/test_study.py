@@ -1,6 +1,6 @@
 """The study's config, plan and bookkeeping: presets, fingerprints that change exactly
-downstream of a changed setting, stage selection, and the requests it refuses (the whole
-study runs in ``test_study_run.py``)."""
+downstream of a changed setting, stage selection, the registry of what runs each kind of
+stage, and the requests it refuses (the whole study runs in ``test_study_run.py``)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,13 @@ from pathlib import Path
 import pytest
 
 from r2s2r.app.jobs import RequestError
-from r2s2r.app.study import StudyRequest, demo_seed, run_study
+from r2s2r.app.study import STAGES, StudyRequest, demo_seed, run_study
+from r2s2r.rig.kinds import RIGS
 from r2s2r.spec.base import SpecError
+from r2s2r.spec.registry import RegistryError
 from r2s2r.study.config import FOUR, REAL_ONLY, StudyCfg, load_study, preset_names
-from r2s2r.study.plan import Ledger, fingerprints, plan, select
+from r2s2r.study.plan import STAGE_KINDS, Ledger, Stage, fingerprints, plan, select
+from r2s2r.study.stages import stage_registry
 
 MICRO = Path(__file__).parent / "presets" / "study_micro.yaml"
 
@@ -90,6 +93,49 @@ def test_stages_are_chosen_by_kind_or_name() -> None:
     assert len(select(stages, ["generate"])) == 4
     with pytest.raises(ValueError, match=r"unknown stage 'trian' \(known: record, ground"):
         select(stages, ["trian"])
+
+
+def test_every_kind_of_stage_a_plan_makes_has_its_runner() -> None:
+    made = {
+        stage.kind
+        for cfg in [load_study(name) for name in preset_names()] + [load_study(MICRO)]
+        for rig in RIGS.names()
+        for stage in plan(cfg, rig)
+    }
+    assert made == set(STAGE_KINDS)
+    assert STAGES.names() == STAGE_KINDS
+    with pytest.raises(RegistryError) as err:
+        STAGES.get("evaluate")
+    assert str(err.value) == (
+        "unknown stage kind 'evaluate'; did you mean 'eval' or 'latent' or 'generate'? "
+        "(known: eval, generate, ground, latent, record, report, train)"
+    )
+
+
+def test_a_table_of_stage_runners_must_name_every_kind_and_no_other() -> None:
+    def runner(ctx: object, stage: object, decision: object) -> dict[str, object]:
+        return {}
+
+    table = {kind: runner for kind in STAGE_KINDS}
+    assert stage_registry(table).names() == STAGE_KINDS
+    del table["latent"]
+    with pytest.raises(RegistryError, match=r"no runner for stage kind 'latent' \(the kinds: rec"):
+        stage_registry(table)
+    with pytest.raises(RegistryError, match=r"'latent'; a runner for stage kind 'evaluate', which"):
+        stage_registry({**table, "evaluate": runner})
+
+
+def test_a_stage_of_a_kind_without_a_runner_is_refused_before_it_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import r2s2r.app.study as study
+
+    monkeypatch.setattr(study, "plan", lambda cfg, rig: [Stage("sweep", "sweep", "sweep")])
+    with pytest.raises(
+        RegistryError, match=r"unknown stage kind 'sweep' \(known: eval, generate, "
+    ):
+        run_study(StudyRequest(out=tmp_path, preset=str(MICRO)))
+    assert Ledger(tmp_path).entry("sweep") == {}
 
 
 def test_demo_seeds_are_distinct_and_fixed() -> None:

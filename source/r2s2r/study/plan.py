@@ -22,7 +22,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from r2s2r import __version__
 from r2s2r.study.config import StudyCfg
@@ -32,6 +32,10 @@ LEDGER = "study.json"
 FORMAT = 1
 # A rig kind's name (``r2s2r.rig.kinds.RIGS``; the request checked it).
 Rig = str
+# The kinds of stage ``plan`` makes, in running order; what runs each one is in the study's
+# stage registry (``r2s2r.study.stages``).
+StageKind = Literal["record", "ground", "generate", "train", "eval", "latent", "report"]
+STAGE_KINDS: tuple[StageKind, ...] = get_args(StageKind)
 
 
 @dataclass(frozen=True)
@@ -40,7 +44,7 @@ class Stage:
     study directory), the stages it reads, and the settings that decide its outputs."""
 
     name: str
-    kind: str
+    kind: StageKind
     out: str
     deps: tuple[str, ...] = ()
     params: dict[str, Any] = field(default_factory=dict)
