@@ -14,7 +14,8 @@ from r2s2r.geometry.poses import matrix_to_pose, pose_to_matrix
 from r2s2r.ground.calibrate import fit_board_poses
 from r2s2r.ground.cameras import ground_cameras, spec_pose_matrix
 from r2s2r.ground.detect import CalibrationError, find_corners
-from r2s2r.rig.twin.rig import TWIN_BOARD, TwinRig
+from r2s2r.rig.twin import TwinRig
+from r2s2r.rig.twin.board import TWIN_BOARD
 from r2s2r.sim.camera import Intrinsics
 
 
