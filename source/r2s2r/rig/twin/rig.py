@@ -1,16 +1,16 @@
 """The digital twin: a stand-in for the real cell behind the rig interfaces.
 
-It simulates a hidden "true" world (``truth.py``) that differs from the nominal one the way a
-real cell does, and shows the rest of the system only the interfaces a real cell has: arms,
-hands, cameras, a conveyor and an object presenter. The truth is readable through one
-explicit call, ``TwinRig.reveal_truth()``, meant for benchmarks and evaluation only.
+It simulates a hidden "true" world (``truth.py``, drawn by the builder in ``build.py``) that
+differs from the nominal one the way a real cell does, and shows the rest of the system only
+the interfaces a real cell has: arms, hands, cameras, a conveyor and an object presenter. The
+truth is readable through one explicit call, ``TwinRig.reveal_truth()``, meant for benchmarks
+and evaluation only.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
@@ -19,42 +19,33 @@ import numpy as np
 
 from r2s2r.geometry.rotations import mat_to_quat, quat_conj, quat_mul, rotvec_to_quat
 from r2s2r.rig.interfaces import DEPTH_CAMERA, ArmState, Frame, HandState, HandTracker
-from r2s2r.rig.twin.board import (
-    BOARD_PARKED,
-    BOARD_PLACEMENTS,
-    TWIN_BOARD,
-    add_board,
-    board_placements,
-)
+from r2s2r.rig.twin.board import BOARD_PARKED
+from r2s2r.rig.twin.build import TwinCfg, TwinParts, TwinTruth, build_parts
 from r2s2r.rig.twin.imperfect import Backlash, Imperfections, quantize
-from r2s2r.rig.twin.truth import CameraEffects, imperfect_optics, true_camera_effects, true_world
-from r2s2r.rig.twin.views import TwinViews, TwinViewsCfg, shadow_map_for
+from r2s2r.rig.twin.views import TwinViews, TwinViewsCfg
 from r2s2r.sim.camera import Intrinsics
 from r2s2r.sim.cell import STATUS_NAMES, Cell
 from r2s2r.sim.embodiment import TCP_POSE_DIM, Embodiment
-from r2s2r.sim.lean import match_quality, merge_static, mesh_primitives
 from r2s2r.sim.physics import make_physics
 from r2s2r.sim.progress import ProgressReading
-from r2s2r.sim.scene import OBJECT_PREFIX, build_scene
 from r2s2r.spec import TaskSpec, WorldSpec
-from r2s2r.spec.conditions import apply_condition
 from r2s2r.spec.world import CAMERA_NAMES
-from r2s2r.spec.worlds import load_task, load_world
 
 
-@dataclass(frozen=True)
-class TwinTruth:
-    """Everything the twin hides: its world, its cameras' effects and the imperfections
-    no grounded world represents (``imperfect.py``; none for the ideal twin)."""
-
-    world: WorldSpec
-    camera_effects: dict[str, CameraEffects]
-    imperfections: Imperfections = Imperfections()
+def arm_dofs(model: mujoco.MjModel, embodiment: Embodiment) -> list[list[int]]:
+    """The joint velocity addresses of each arm (qpos and qvel addresses differ)."""
+    return [
+        [model.jnt_dofadr[model.joint(j).id] for j in embodiment.arm_joint_names(side)]
+        for side in embodiment.sides
+    ]
 
 
 class TwinRig:
     """A simulated cell with realistic hidden offsets, driven through the rig interfaces (a
     ``Rig``).
+
+    It is built from a ``TwinCfg`` (``TwinRig.from_cfg(cfg)``; ``build.py`` draws and compiles
+    its parts), or from the config's fields as keywords (``TwinRig(seed=3, ideal=True)``).
 
     The twin advances only when ``step()`` is called (one 50 Hz period each), as fast as the
     machine allows, or paced to the wall clock with ``realtime=True`` (for a person
@@ -86,123 +77,51 @@ class TwinRig:
         views: TwinViewsCfg | None = None,
         cell: int | None = None,
     ) -> None:
-        # ``cell`` draws the hidden cell (its truth and imperfections) apart from ``seed``
-        # (episodes, readings, board placements): one cell, many episodes, as a study records,
-        # grounds and evaluates in one real cell. None: the seed draws both.
-        self.cell = seed if cell is None else cell
-        rng = np.random.default_rng(self.cell)
-        self.nominal = load_world(world)
-        # The condition (``r2s2r.spec.conditions``) shifts the task and the hidden world.
-        self.condition = condition
-        # The truth draws per-joint hand gains, so it needs the nominal cell's hand.
-        task_spec = load_task(task)
-        nominal_robot = build_scene(task_spec, self.nominal).embodiment
-        self.task, truth_world = apply_condition(
-            condition, task_spec, true_world(self.nominal, rng, nominal_robot.hand_dof)
+        """The twin ``TwinCfg`` describes, its fields given as keywords (``from_cfg`` takes
+        the config itself)."""
+        cfg = TwinCfg(
+            seed=seed,
+            world=world,
+            task=task,
+            realtime=realtime,
+            native_cameras=native_cameras,
+            condition=condition,
+            ideal=ideal,
+            imperfections=imperfections,
+            views=views,
+            cell=cell,
         )
-        effects = true_camera_effects(rng, list(CAMERA_NAMES))
-        # The imperfections draw from streams of their own, so that the ideal twin of a seed
-        # is the same cell as before they existed; ``imperfections`` replaces the drawn ones
-        # (the optics stay drawn).
-        flaws = Imperfections.none()
-        if not ideal:
-            objects = [o.name for o in self.task.objects]
-            drawn_flaws = Imperfections.draw(
-                np.random.default_rng([self.cell, 7]), nominal_robot, objects
-            )
-            flaws = imperfections if imperfections is not None else drawn_flaws
-            effects = imperfect_optics(effects, truth_world, np.random.default_rng([self.cell, 8]))
-        self.ideal = ideal
-        self.__truth = TwinTruth(truth_world, effects, flaws)
-        if views is None:
-            views = TwinViewsCfg.reference() if native_cameras else TwinViewsCfg()
-        self.views_cfg = views
-        # What is drawn: the true world, its shadow map sized to the delivered images and its
-        # fisheye wide views at the views' density, if asked (never for native cameras).
-        drawn = truth_world
-        render_update: dict[str, object] = {}
-        if views.match_shadows and not native_cameras:
-            render_update["shadow_map"] = shadow_map_for(
-                truth_world.render.obs_size, truth_world.render.shadow_map
-            )
-        if views.wide_oversample is not None and not native_cameras:
-            render_update["fisheye_oversample"] = views.wide_oversample
-        if render_update:
-            drawn = truth_world.replace(render=render_update)
-
-        def extras(spec: mujoco.MjSpec) -> None:
-            add_board(spec, TWIN_BOARD)
-            flaws.edit(spec, nominal_robot)
-
-        scene = build_scene(self.task, drawn, extras, action_mode="tcp")
-
-        # The model the view workers draw, made when they start (a twin that is never looked
-        # at does not compile it): the same cell with its primitives as meshes (tessellated
-        # for the delivered size, if asked) and its static geoms merged by colour.
-        detail = None
-        if views.match_detail and not native_cameras:
-            detail = max(truth_world.render.obs_size)
-
-        def lean(spec: mujoco.MjSpec) -> None:
-            extras(spec)
-            if views.lean_geoms:
-                mesh_primitives(spec, lambda body: body.startswith(OBJECT_PREFIX), detail)
-            if views.lean_cell:
-                merge_static(spec)
-            if detail is not None:
-                match_quality(spec, detail)
-
-        def lean_model() -> mujoco.MjModel:
-            return build_scene(self.task, drawn, lean, action_mode="tcp").model
-
-        leaner = views.lean_geoms or views.lean_cell
-        render_model = lean_model if views.worker and leaner else None
-        belt = truth_world.layout.belt
-        self._board_poses = board_placements(
-            TWIN_BOARD,
-            np.random.default_rng(seed + 3),
-            belt.pos[2],
-            BOARD_PLACEMENTS,
-        )
-        self._board_mocap = int(scene.model.body("calib_board").mocapid[0])
+        parts = build_parts(cfg)
+        self.cfg = cfg
+        # The hidden cell's seed, the condition and the nominal world it was drawn around,
+        # and the task as the condition shifts it.
+        self.cell, self.condition, self.ideal = cfg.cell_seed, cfg.condition, cfg.ideal
+        self.nominal, self.task = parts.nominal, parts.task
+        self.__truth = parts.truth
+        self.views_cfg = parts.views
+        self.realtime = cfg.realtime
+        # Cameras deliver their own resolution (``native``), or the observation size (fast).
+        self.native_cameras = cfg.native_cameras
+        scene = parts.scene
+        self.embodiment: Embodiment = scene.embodiment
         self._physics = make_physics("mujoco", scene.model)
         self._cell = Cell(scene, self._physics)
-        self.embodiment: Embodiment = scene.embodiment
-        model = scene.model
-        # Joint velocity addresses of each arm (qpos and qvel addresses differ).
-        self._arm_dofs = [
-            [model.jnt_dofadr[model.joint(j).id] for j in self.embodiment.arm_joint_names(side)]
-            for side in self.embodiment.sides
-        ]
-        self._rng = np.random.default_rng(seed + 1)
+        self._board_poses = parts.board_poses
+        self._board_mocap = int(scene.model.body("calib_board").mocapid[0])
+        self._arm_dofs = arm_dofs(scene.model, self.embodiment)
+        self._rng = np.random.default_rng(cfg.seed + 1)
         # Reading noise, drawn once per period and device (a real sensor reports one value
         # per cycle however often it is read), and each hand's backlash.
-        self._flaws = flaws
+        self._flaws = parts.truth.imperfections
         # Each draw is a function of (seed, episode, period, device) alone, so the readings
         # do not depend on who reads what in which order (a served policy, a GUI, a thread).
-        self._seed = seed
+        self._seed = cfg.seed
         self._episode = -1
         self._draws: dict[str, np.ndarray] = {}
         self._backlash: list[Backlash] = []
         self._fk: mujoco.MjData | None = None
-        self.realtime = realtime
-        # Cameras deliver their own resolution (``native``), or the observation size (fast).
-        self.native_cameras = native_cameras
         self._lock = threading.RLock()
-        self._views = TwinViews(
-            views,
-            self._physics,
-            drawn,
-            self.__truth.camera_effects,
-            seed + 2,
-            1.0 / self.task.control_hz,
-            native_cameras,
-            CAMERA_NAMES,
-            self.now,
-            lambda: self.realtime,
-            self._drops if flaws.readings.frame_drop else None,
-            render_model,
-        )
+        self._views = self._make_views(parts)
         # The latest command of each arm: TCP target (7), then hand targets.
         emb = self.embodiment
         self._action = np.zeros((emb.num_arms, emb.action_per_arm("tcp")))
@@ -215,6 +134,28 @@ class TwinRig:
         # No gloves: the twin's operator (``ScriptedOperator``) is built next to it.
         self.trackers: dict[str, HandTracker] = {}
         self.present()
+
+    @classmethod
+    def from_cfg(cls, cfg: TwinCfg) -> TwinRig:
+        """The twin ``cfg`` describes."""
+        return cls(**dict(cfg))
+
+    def _make_views(self, parts: TwinParts) -> TwinViews:
+        """The cameras' views of this twin's simulation, as ``parts.views`` says."""
+        return TwinViews(
+            parts.views,
+            self._physics,
+            parts.drawn,
+            parts.truth.camera_effects,
+            self._seed + 2,
+            1.0 / self.task.control_hz,
+            self.native_cameras,
+            CAMERA_NAMES,
+            self.now,
+            self._paced,
+            self._drops if self._flaws.readings.frame_drop else None,
+            parts.render_model,
+        )
 
     def depth_camera(self) -> TwinCamera:
         """The head camera, the twin's RGB-D one."""
@@ -395,6 +336,10 @@ class TwinRig:
         if device not in self._draws:
             self._draws[device] = self._period_rng(device).standard_normal(n)
         return self._draws[device]
+
+    def _paced(self) -> bool:
+        """Whether ``step`` keeps to the wall clock (a period then never waits for a view)."""
+        return self.realtime
 
     def _drops(self, camera: str) -> bool:
         """Whether ``camera`` drops the frame it is due to take this period."""
