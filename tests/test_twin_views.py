@@ -21,6 +21,7 @@ from r2s2r.rig.twin.truth import CameraEffects
 from r2s2r.rig.twin.views import TwinViewsCfg, ViewState, ViewWorkers, shadow_map_for
 from r2s2r.sim.physics import MujocoPhysics
 from r2s2r.sim.render import CameraPlan, SceneRenderer
+from r2s2r.spec import SpecError
 from r2s2r.spec.worlds import world_at
 
 PERIOD = 0.02
@@ -421,6 +422,12 @@ def test_views_config_is_checked() -> None:
     for threads in (-1, 65, 1.5, True):
         with pytest.raises(ValueError, match="raster_threads"):
             TwinViewsCfg(raster_threads=threads)  # type: ignore[arg-type]
+    # A spec like the others: unknown keys are refused, and copies are validated.
+    with pytest.raises(SpecError, match="colour: unknown key"):
+        TwinViewsCfg.from_dict({"colour": 1})
+    with pytest.raises(ValueError, match="latency"):
+        TwinViewsCfg().replace(latency=0)
+    assert TwinViewsCfg().replace(fps=None) == TwinViewsCfg(fps=None)
 
 
 def _raster_threads(twin: TwinRig) -> list[int]:

@@ -37,9 +37,11 @@ from multiprocessing import get_context
 from multiprocessing.connection import Connection
 from multiprocessing.context import ForkServerContext, SpawnContext
 from multiprocessing.process import BaseProcess
+from typing import Annotated
 
 import mujoco
 import numpy as np
+from pydantic import Field, field_validator
 
 from r2s2r.rig.interfaces import Frame
 from r2s2r.rig.twin.truth import CameraEffects
@@ -47,22 +49,31 @@ from r2s2r.sim.lean import StoredObjects
 from r2s2r.sim.physics import MujocoPhysics, Physics
 from r2s2r.sim.render import BLUR_MODES, SceneRenderer
 from r2s2r.spec import WorldSpec
+from r2s2r.spec.base import Pos, Spec
 
 # How long close() waits for the worker to finish before it is terminated (s).
 _JOIN_S = 5.0
 
 
-@dataclass(frozen=True)
-class TwinViewsCfg:
-    """How the twin's cameras are rendered."""
+class TwinViewsCfg(Spec):
+    """How the twin's cameras are rendered: validated and frozen like every spec.
+
+    The first fields say what the cameras are (their frame rates, their blur, their latency)
+    and where their views are rendered. The render path's switches after them (from
+    ``match_shadows`` on) each take one of two values outside the benchmark: the default's
+    (the fast path) or ``reference()``'s (the plain path, which native cameras and the
+    calibration captures use). The combinations between the two exist for ``r2s2r rig
+    bench`` (``rig/bench.py``'s ``VIEW_PATHS``), which turns them on one at a time to measure
+    each step of the fast path, and for the tests that check each step's picture;
+    ``raster_threads=None`` is the benchmark's alone."""
 
     # Frames per second of every camera (the hardware preset's cameras run at 30); None: a
     # frame every control period.
-    fps: float | None = 30.0
+    fps: Pos | None = 30.0
     # Frames per second of named cameras, instead of ``fps``: ``(("left_wrist", 15.0),
     # ("right_wrist", 15.0))`` takes the wrist views half as often as the head's (each frame
     # still stamped with the time of the state it shows).
-    camera_fps: tuple[tuple[str, float], ...] = ()
+    camera_fps: tuple[tuple[str, Pos], ...] = ()
     # Motion blur: ``flow`` (one render blurred along its motion) or ``samples`` (renders at
     # the shutter's start and end, averaged).
     blur: str = "flow"
@@ -73,12 +84,13 @@ class TwinViewsCfg:
     # 20 ms period at 30 frames/s) while the physics leaves the other core nearly idle; one
     # per camera spreads them over every core (a worker starts in about a second, forked
     # from a server that has imported the renderer once).
-    workers: int = 3
+    workers: Annotated[int, Field(strict=True, ge=1)] = 3
     # Control periods from the state a frame shows to the first read that returns it (its
     # transport latency: a USB camera's frames also reach the host tens of milliseconds after
     # their exposure). A worker has that long for a frame and may hold that many requests,
     # so one frame's renders overlap the next periods' physics and the other worker's renders.
-    latency: int = 2
+    latency: Annotated[int, Field(strict=True, ge=1, le=5)] = 2
+    # --- The render path's switches (see above).
     # Shadow map sized to the delivered images (at least twice their larger side) rather than
     # the world's, which is sized for native resolution.
     match_shadows: bool = True
@@ -90,7 +102,7 @@ class TwinViewsCfg:
     # 256 px wrist view). Against the world's density on the same states the wrist views
     # differ by resampling (PSNR 32-36 dB before the camera effects), about as much as a
     # denser render (0.8) differs from it.
-    wide_oversample: float | None = 0.45
+    wide_oversample: Annotated[float, Field(gt=0.1, le=4.0)] | None = 0.45
     # Draw the model's sites (small grey markers at the fingertips, the TCP and the bins, no
     # part of the cell a real camera sees): each is one more draw in every render pass.
     sites: bool = False
@@ -119,7 +131,7 @@ class TwinViewsCfg:
     # often (their pixels span more of the scene): in two of the scripted operator's takes,
     # 36-76 % of the frames by camera at 64 px, 0-17 % at 256 px. 0 blurs every frame (flow
     # blur only).
-    still_px: float = 0.1
+    still_px: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.1
     # Rasterizer threads of each worker on Mesa's software renderer (``LP_NUM_THREADS``, set
     # in the worker before its first context): 0 rasterizes in the worker's own thread. The
     # workers already share the cores between the cameras, and a 64 px view is one of
@@ -127,36 +139,26 @@ class TwinViewsCfg:
     # is pure cost there (at 64 px 4-20 % less CPU per period in interleaved one-off runs,
     # up to 20 % more real time; none at 256 px). None leaves Mesa's default (a thread per
     # core, or the environment's).
-    raster_threads: int | None = 0
+    raster_threads: Annotated[int, Field(strict=True, ge=0, le=64)] | None = 0
 
-    def __post_init__(self) -> None:
-        if self.fps is not None and not self.fps > 0:
-            raise ValueError(f"fps must be positive or None, got {self.fps!r}")
-        if isinstance(self.workers, bool) or int(self.workers) != self.workers or self.workers < 1:
-            raise ValueError(f"workers must be a positive integer, got {self.workers!r}")
-        if isinstance(self.latency, bool) or int(self.latency) != self.latency:
-            raise ValueError(f"latency must be a whole number of periods, got {self.latency!r}")
-        if not 1 <= self.latency <= 5:
-            raise ValueError(f"latency must be 1 to 5 control periods, got {self.latency!r}")
-        for name, fps in self.camera_fps:
-            if not fps > 0:
-                raise ValueError(f"camera_fps of {name!r} must be positive, got {fps!r}")
-        names = [name for name, _ in self.camera_fps]
+    @field_validator("camera_fps")
+    @classmethod
+    def _each_camera_once(
+        cls, value: tuple[tuple[str, float], ...]
+    ) -> tuple[tuple[str, float], ...]:
+        """A camera has one frame rate: none is named twice."""
+        names = [name for name, _ in value]
         if len(set(names)) != len(names):
             raise ValueError(f"camera_fps names a camera twice: {names}")
-        if self.wide_oversample is not None and not 0.1 < self.wide_oversample <= 4.0:
-            raise ValueError(
-                f"wide_oversample must be in (0.1, 4] or None, got {self.wide_oversample!r}"
-            )
-        if self.blur not in BLUR_MODES:
-            raise ValueError(f"blur must be one of {BLUR_MODES}, got {self.blur!r}")
-        if not (math.isfinite(self.still_px) and self.still_px >= 0):
-            raise ValueError(f"still_px must be a finite number >= 0, got {self.still_px!r}")
-        threads = self.raster_threads
-        if threads is not None and (
-            isinstance(threads, bool) or int(threads) != threads or not 0 <= threads <= 64
-        ):
-            raise ValueError(f"raster_threads must be 0 to 64 or None, got {threads!r}")
+        return value
+
+    @field_validator("blur")
+    @classmethod
+    def _known_blur(cls, value: str) -> str:
+        """One of the renderer's blur modes (``sim/render.py``'s ``BLUR_MODES``)."""
+        if value not in BLUR_MODES:
+            raise ValueError(f"blur must be one of {BLUR_MODES}, got {value!r}")
+        return value
 
     def fps_of(self, name: str) -> float | None:
         """Frames per second of camera ``name`` (None: one every control period)."""
