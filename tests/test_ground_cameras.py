@@ -41,7 +41,7 @@ def test_twin_board_is_where_the_presenter_put_it() -> None:
     placement, corners = seen[-1]
     cam_board = fit_board_poses(Intrinsics.from_spec(truth), TWIN_BOARD, {"v": corners})["v"]
     cell_board = matrix_to_pose(spec_pose_matrix(truth.pose) @ pose_to_matrix(cam_board))
-    placed = rig._board_poses[placement]
+    placed = rig.reveal_internals().board_poses[placement]
     assert np.linalg.norm(cell_board[:3] - placed[:3]) < 0.002
     assert _angle_deg(cell_board[3:], placed[3:]) < 0.1
     rig.presenter.remove_board()

@@ -89,9 +89,9 @@ def test_twin_closes_cleanly() -> None:
     renderers; closing again, or leaving a ``with`` block, is fine."""
     with TwinRig(seed=5) as twin:
         first = twin.cameras["head"].read().image
-        pool = twin._views.worker
+        pool = twin.reveal_internals().views.worker
         assert pool is not None and pool.members[0].process.is_alive()
-    assert twin._views.worker is None
+    assert twin.reveal_internals().views.worker is None
     assert all(not w.process.is_alive() and w.process.exitcode == 0 for w in pool.members)
     twin.close()
     # The simulation stays readable; a later frame renders again with a new renderer.
@@ -312,7 +312,7 @@ def test_only_benchmarks_and_evaluation_can_reach_the_truth() -> None:
         if rel in allowed or rel.startswith("eval/") or path.name.startswith("bench"):
             continue
         text = path.read_text()
-        if "reveal_truth" in text or "__truth" in text or "TwinTruth" in text:
+        if any(s in text for s in ("reveal_truth", "__truth", "TwinTruth", "reveal_internals")):
             offenders.append(rel)
     assert offenders == [], f"modules that reach the twin's truth: {offenders}"
 
@@ -325,8 +325,9 @@ def test_twin_whose_physics_diverges_ends_the_episode_unjudged() -> None:
     twin.present("green_can")
     twin.step(5)
     assert twin.episode_outcome() == ("pending", False, False)
-    qpos, qvel = twin._physics.state()
-    twin._physics.set_state(0, qpos[0].copy(), np.full_like(qvel[0], np.nan))
+    physics = twin.reveal_internals().physics
+    qpos, qvel = physics.state()
+    physics.set_state(0, qpos[0].copy(), np.full_like(qvel[0], np.nan))
     twin.step()
     assert twin.episode_outcome() == ("unstable", False, True)
     twin.present("green_can")

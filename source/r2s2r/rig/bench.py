@@ -77,7 +77,7 @@ def bench_twin(
             for cam in rig.cameras.values():
                 cam.read()  # Starts the worker before the clock does.
         rig.present()
-        worker = rig._views.worker
+        worker = rig.reveal_internals().views.worker
         cpu0, worker0 = time.process_time(), worker.cpu_s if worker else 0.0
         start, sim0 = time.perf_counter(), rig.now()
         while time.perf_counter() - start < seconds:
@@ -99,10 +99,10 @@ def bench_raw_render(seconds: float = 2.0, size: int | None = None) -> tuple[flo
     effects."""
     options = RigOptions(world=world_at(size), views=TwinViewsCfg.reference())
     with open_rig("twin", options) as rig:
-        world = rig.reveal_truth().world
-        renderer = SceneRenderer(rig._physics, world)
+        world, physics = rig.reveal_truth().world, rig.reveal_internals().physics
+        renderer = SceneRenderer(physics, world)
         try:
-            data = rig._physics.mjdata(0)
+            data = physics.mjdata(0)
             sets, start, cpu = 0, time.perf_counter(), time.process_time()
             while time.perf_counter() - start < seconds or sets < 3:
                 for plan in renderer.plans:

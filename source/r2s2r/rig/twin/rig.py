@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
@@ -26,7 +27,7 @@ from r2s2r.rig.twin.views import TwinViews, TwinViewsCfg
 from r2s2r.sim.camera import Intrinsics
 from r2s2r.sim.cell import STATUS_NAMES, Cell
 from r2s2r.sim.embodiment import TCP_POSE_DIM, Embodiment
-from r2s2r.sim.physics import make_physics
+from r2s2r.sim.physics import Physics, make_physics
 from r2s2r.sim.progress import ProgressReading
 from r2s2r.spec import TaskSpec, WorldSpec
 from r2s2r.spec.world import CAMERA_NAMES
@@ -38,6 +39,23 @@ def arm_dofs(model: mujoco.MjModel, embodiment: Embodiment) -> list[list[int]]:
         [model.jnt_dofadr[model.joint(j).id] for j in embodiment.arm_joint_names(side)]
         for side in embodiment.sides
     ]
+
+
+@dataclass(frozen=True)
+class TwinInternals:
+    """The machinery behind the twin's interfaces (``TwinRig.reveal_internals``): what the
+    tests and the benches inspect, or perturb to inject a fault. Its simulation's model is the
+    true world's, so like ``reveal_truth`` nothing that grounds the world or learns behavior
+    may reach it."""
+
+    # The simulation: its model (the true world, the board, the flaws) and its state.
+    physics: Physics
+    # The cell on that simulation (its objects, belt, episode status and state indices).
+    cell: Cell
+    # The cameras' views (their schedule, worker processes and renderers).
+    views: TwinViews
+    # The calibration board's pose (7,) at each placement number.
+    board_poses: list[np.ndarray]
 
 
 class TwinRig:
@@ -257,6 +275,12 @@ class TwinRig:
         """The hidden truth. For benchmarks and evaluation only: nothing that grounds the
         world or learns behavior may call this."""
         return self.__truth
+
+    def reveal_internals(self) -> TwinInternals:
+        """The simulation, cell and views behind the interfaces, and the board's true poses.
+        For tests and benchmarks only, like ``reveal_truth``: what they change (a state made
+        to diverge) the twin runs on."""
+        return TwinInternals(self._physics, self._cell, self._views, self._board_poses)
 
     # ------------------------------------------------------- shared internals
     def _arm_state(self, arm: int) -> ArmState:
