@@ -23,7 +23,7 @@ from r2s2r.rig.twin.truth import (
     true_camera_effects,
     true_world,
 )
-from r2s2r.rig.twin.views import TwinViewsCfg, shadow_map_for
+from r2s2r.rig.twin.views import TwinViewsCfg, ViewScene, shadow_map_for
 from r2s2r.sim.embodiment import Embodiment
 from r2s2r.sim.lean import match_quality, merge_static, mesh_primitives
 from r2s2r.sim.scene import OBJECT_PREFIX, Scene, build_scene
@@ -174,18 +174,15 @@ class TwinParts:
     """What ``build_parts`` makes of a ``TwinCfg``: what ``TwinRig`` runs."""
 
     cfg: TwinCfg
-    # How the views are made (``cfg.views_cfg``).
-    views: TwinViewsCfg
     # The nominal world, and the task as the condition shifts it.
     nominal: WorldSpec
     task: TaskSpec
     truth: TwinTruth
-    # The true world as the views draw it (``drawn_world``).
-    drawn: WorldSpec
     # The compiled cell: the true world with the board and the flaws (``CellEdits``).
     scene: Scene
-    # Makes the model the view workers draw (None: they draw the simulated one).
-    render_model: RenderModel | None
+    # What the cameras' views show: the true world as they draw it (``drawn_world``), the
+    # cameras' effects, and the lean model their workers draw, if any (``RenderModel``).
+    views: ViewScene
     # The board's pose (7,) at each placement number (``TwinPresenter.place_board``).
     board_poses: list[np.ndarray]
 
@@ -204,7 +201,18 @@ def build_parts(cfg: TwinCfg) -> TwinParts:
         detail = max(drawn.render.obs_size) if views.match_detail and not native else None
         lean = CellEdits(truth.imperfections, robot, views, detail)
         render_model = RenderModel(task, drawn, lean)
+    period_s = 1.0 / task.control_hz
+    shown = ViewScene(
+        views,
+        drawn,
+        truth.camera_effects,
+        CAMERA_NAMES,
+        native,
+        period_s,
+        cfg.seed + 2,
+        render_model,
+    )
     rng = np.random.default_rng(cfg.seed + 3)
     belt_top = truth.world.layout.belt.pos[2]
     board_poses = board_placements(TWIN_BOARD, rng, belt_top, BOARD_PLACEMENTS)
-    return TwinParts(cfg, views, nominal, task, truth, drawn, scene, render_model, board_poses)
+    return TwinParts(cfg, nominal, task, truth, scene, shown, board_poses)

@@ -21,7 +21,7 @@ import numpy as np
 from r2s2r.geometry.rotations import mat_to_quat, quat_conj, quat_mul, rotvec_to_quat
 from r2s2r.rig.interfaces import DEPTH_CAMERA, ArmState, Frame, HandState, HandTracker
 from r2s2r.rig.twin.board import BOARD_PARKED
-from r2s2r.rig.twin.build import TwinCfg, TwinParts, TwinTruth, build_parts
+from r2s2r.rig.twin.build import TwinCfg, TwinTruth, build_parts
 from r2s2r.rig.twin.imperfect import Backlash, Imperfections, quantize
 from r2s2r.rig.twin.views import TwinViews, TwinViewsCfg
 from r2s2r.sim.camera import Intrinsics
@@ -116,7 +116,7 @@ class TwinRig:
         self.cell, self.condition, self.ideal = cfg.cell_seed, cfg.condition, cfg.ideal
         self.nominal, self.task = parts.nominal, parts.task
         self.__truth = parts.truth
-        self.views_cfg = parts.views
+        self.views_cfg = parts.views.cfg
         self.realtime = cfg.realtime
         # Cameras deliver their own resolution (``native``), or the observation size (fast).
         self.native_cameras = cfg.native_cameras
@@ -139,7 +139,7 @@ class TwinRig:
         self._backlash: list[Backlash] = []
         self._fk: mujoco.MjData | None = None
         self._lock = threading.RLock()
-        self._views = self._make_views(parts)
+        self._views = TwinViews(parts.views, self._physics, TwinClock(self))
         # The latest command of each arm: TCP target (7), then hand targets.
         emb = self.embodiment
         self._action = np.zeros((emb.num_arms, emb.action_per_arm("tcp")))
@@ -157,23 +157,6 @@ class TwinRig:
     def from_cfg(cls, cfg: TwinCfg) -> TwinRig:
         """The twin ``cfg`` describes."""
         return cls(**dict(cfg))
-
-    def _make_views(self, parts: TwinParts) -> TwinViews:
-        """The cameras' views of this twin's simulation, as ``parts.views`` says."""
-        return TwinViews(
-            parts.views,
-            self._physics,
-            parts.drawn,
-            parts.truth.camera_effects,
-            self._seed + 2,
-            1.0 / self.task.control_hz,
-            self.native_cameras,
-            CAMERA_NAMES,
-            self.now,
-            self._paced,
-            self._drops if self._flaws.readings.frame_drop else None,
-            parts.render_model,
-        )
 
     def depth_camera(self) -> TwinCamera:
         """The head camera, the twin's RGB-D one."""
@@ -361,13 +344,10 @@ class TwinRig:
             self._draws[device] = self._period_rng(device).standard_normal(n)
         return self._draws[device]
 
-    def _paced(self) -> bool:
-        """Whether ``step`` keeps to the wall clock (a period then never waits for a view)."""
-        return self.realtime
-
     def _drops(self, camera: str) -> bool:
         """Whether ``camera`` drops the frame it is due to take this period."""
-        return bool(self._period_rng(camera).random() < self._flaws.readings.frame_drop)
+        rate = self._flaws.readings.frame_drop
+        return bool(rate) and bool(self._period_rng(camera).random() < rate)
 
     def _period_rng(self, device: str) -> np.random.Generator:
         period = round(self.now() * self.task.control_hz)
@@ -398,6 +378,23 @@ class TwinRig:
             if depth:
                 return Frame(self.now(), self._views.depth())
             return self._views.read(name)
+
+
+class TwinClock:
+    """The twin as its views see it (``views.ViewClock``): its time, its pacing and its
+    cameras' dropped frames."""
+
+    def __init__(self, rig: TwinRig) -> None:
+        self._rig = rig
+
+    def now(self) -> float:
+        return self._rig.now()
+
+    def paced(self) -> bool:
+        return self._rig.realtime
+
+    def drops(self, camera: str) -> bool:
+        return self._rig._drops(camera)
 
 
 class TwinArm:

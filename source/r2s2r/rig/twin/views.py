@@ -37,7 +37,7 @@ from multiprocessing import get_context
 from multiprocessing.connection import Connection
 from multiprocessing.context import ForkServerContext, SpawnContext
 from multiprocessing.process import BaseProcess
-from typing import Annotated
+from typing import Annotated, Protocol
 
 import mujoco
 import numpy as np
@@ -491,41 +491,60 @@ class ViewWorkers:
             worker.close()
 
 
+@dataclass(frozen=True)
+class ViewScene:
+    """What the twin's views show, fixed when the twin is built (``build.py``)."""
+
+    # How the views are made.
+    cfg: TwinViewsCfg
+    # The true world as the views draw it, and each camera's effects (both hidden).
+    world: WorldSpec
+    effects: dict[str, CameraEffects]
+    # The cameras.
+    names: tuple[str, ...]
+    # The cameras deliver their own resolution rather than the world's observation size.
+    native: bool
+    # The twin's control period (s): a camera without a frame rate takes a frame each one.
+    period_s: float
+    # Seeds the views' noise (each worker process draws from a stream of its own).
+    seed: int
+    # Makes the model the worker processes render, when they start (the physics' own when
+    # None): the same state layout, drawn with fewer calls (``TwinViewsCfg.lean_geoms``,
+    # ``lean_cell``).
+    render_model: Callable[[], mujoco.MjModel] | None = None
+
+
+class ViewClock(Protocol):
+    """What the views ask of their twin as it runs."""
+
+    def now(self) -> float:
+        """The twin's time, which stamps the frames."""
+        ...
+
+    def paced(self) -> bool:
+        """Whether the twin keeps to the wall clock: then a period never waits for a view."""
+        ...
+
+    def drops(self, camera: str) -> bool:
+        """Whether ``camera`` drops the frame it is due to take now (the imperfect twin's):
+        it delivers its last frame again, and takes the next one on schedule."""
+        ...
+
+
 class TwinViews:
     """The twin's three cameras under one ``TwinViewsCfg``: the frames a read returns."""
 
-    def __init__(
-        self,
-        cfg: TwinViewsCfg,
-        physics: Physics,
-        world: WorldSpec,
-        effects: dict[str, CameraEffects],
-        seed: int,
-        period_s: float,
-        native: bool,
-        names: tuple[str, ...],
-        clock: Callable[[], float],
-        paced: Callable[[], bool] = lambda: False,
-        drops: Callable[[str], bool] | None = None,
-        render_model: Callable[[], mujoco.MjModel] | None = None,
-    ) -> None:
-        self.cfg, self.physics, self.world, self.effects = cfg, physics, world, effects
-        # Makes the model the worker processes render, when they start (the physics' own when
-        # None): the same state layout, drawn with fewer calls (``TwinViewsCfg.lean_geoms``,
-        # ``lean_cell``).
-        self.render_model = render_model
-        # Whether a camera drops the frame it is due to take now (the imperfect twin's): it
-        # delivers its last frame again, and takes the next one on schedule.
-        self.drops = drops
-        self.clock = clock  # The twin's time, which stamps the frames.
-        # Whether the twin is paced to the wall clock: then a period never waits for a view.
-        self.paced = paced
-        self.native, self.names, self.period_s = native, names, period_s
-        unknown = sorted({name for name, _ in cfg.camera_fps} - set(names))
+    def __init__(self, scene: ViewScene, physics: Physics, clock: ViewClock) -> None:
+        """The views of ``scene``, drawn from ``physics``' state at ``clock``'s times."""
+        self.scene, self.physics, self.clock = scene, physics, clock
+        self.cfg, self.world, self.effects = scene.cfg, scene.world, scene.effects
+        self.native, self.names, self.period_s = scene.native, scene.names, scene.period_s
+        self.render_model = scene.render_model
+        unknown = sorted({name for name, _ in self.cfg.camera_fps} - set(self.names))
         if unknown:
             raise ValueError(f"camera_fps names cameras the twin does not have: {unknown}")
-        self._seed = seed
-        self._rng = np.random.default_rng(seed)
+        self._seed = scene.seed
+        self._rng = np.random.default_rng(scene.seed)
         self._local: _Views | None = None
         self.worker: ViewWorkers | None = None
         # The frames a read returns now, and each camera's latest frame number taken.
@@ -544,8 +563,6 @@ class TwinViews:
         due = tuple(
             name for name in self.names if self._taken.get(name, -1) < self._number(name, t)
         )
-        if self.drops is None:
-            return due
         # Only a stream read frame after frame drops one: the last frame is then one frame
         # old, never the view from before a pause (a capture after the arm settled).
         dropped = tuple(
@@ -553,7 +570,7 @@ class TwinViews:
             for name in due
             if name in self._held
             and self._taken.get(name) == self._number(name, t) - 1
-            and self.drops(name)
+            and self.clock.drops(name)
         )
         self._mark(dropped, t)
         return tuple(name for name in due if name not in dropped)
@@ -574,7 +591,7 @@ class TwinViews:
             if name not in self._held:
                 self._render_now(self.names)
             return self._held[name]
-        t = self.clock()
+        t = self.clock.now()
         due = self._due(t)
         if name in due or name not in self._held:
             self._render_now(due or (name,))
@@ -591,11 +608,11 @@ class TwinViews:
         pool = self.worker
         if pool is None:
             return
-        t = self.clock()
+        t = self.clock.now()
         period = self._period(t)
         # Paced to the wall clock a period never waits: views not done yet come later, and
         # a camera whose worker is still behind skips the frames it would take meanwhile.
-        paced = self.paced()
+        paced = self.clock.paced()
         self._absorb(pool.collect(period, wait=not paced))
         due = self._due(t)
         if paced:
@@ -619,7 +636,7 @@ class TwinViews:
 
     def _render_now(self, names: tuple[str, ...]) -> None:
         """Render ``names`` of the current state and wait for them."""
-        t = self.clock()
+        t = self.clock.now()
         if self.cfg.worker:
             pool = self._start()
             pool.submit(self.physics, names, t, self._period(t))
@@ -664,6 +681,8 @@ class TwinViews:
 __all__ = [
     "TwinViews",
     "TwinViewsCfg",
+    "ViewClock",
+    "ViewScene",
     "ViewState",
     "ViewWorker",
     "ViewWorkers",
