@@ -14,7 +14,8 @@ from r2s2r.geometry.poses import matrix_to_pose, pose_to_matrix
 from r2s2r.ground.calibrate import fit_board_poses
 from r2s2r.ground.cameras import ground_cameras, spec_pose_matrix
 from r2s2r.ground.detect import CalibrationError, find_corners
-from r2s2r.rig.twin.rig import TWIN_BOARD, TwinRig
+from r2s2r.rig.twin import TwinRig
+from r2s2r.rig.twin.board import TWIN_BOARD
 from r2s2r.sim.camera import Intrinsics
 
 
@@ -40,7 +41,7 @@ def test_twin_board_is_where_the_presenter_put_it() -> None:
     placement, corners = seen[-1]
     cam_board = fit_board_poses(Intrinsics.from_spec(truth), TWIN_BOARD, {"v": corners})["v"]
     cell_board = matrix_to_pose(spec_pose_matrix(truth.pose) @ pose_to_matrix(cam_board))
-    placed = rig._board_poses[placement]
+    placed = rig.reveal_internals().board_poses[placement]
     assert np.linalg.norm(cell_board[:3] - placed[:3]) < 0.002
     assert _angle_deg(cell_board[3:], placed[3:]) < 0.1
     rig.presenter.remove_board()

@@ -332,9 +332,9 @@ def test_the_twins_view_workers_draw_the_meshed_cell() -> None:
     twin = TwinRig(seed=0)
     reference = TwinRig(seed=0, views=TwinViewsCfg.reference())
     try:
-        make = twin._views.render_model
-        assert make is not None and reference._views.render_model is None
-        drawn, simulated = make(), twin._physics.model
+        make = twin.reveal_internals().views.render_model
+        assert make is not None and reference.reveal_internals().views.render_model is None
+        drawn, simulated = make(), twin.reveal_internals().physics.model
         mesh = int(mujoco.mjtGeom.mjGEOM_MESH)
         assert drawn.ngeom > simulated.ngeom and drawn.nq == simulated.nq
         n = simulated.ngeom

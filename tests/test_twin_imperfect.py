@@ -29,7 +29,7 @@ def test_the_ideal_twin_is_the_same_hidden_world_without_the_imperfections() -> 
     assert fx.prism_px > 0 and fx.jpeg_quality >= 85 and fx.native_width > 0
     assert ideal.reveal_truth().camera_effects["left_wrist"].prism_px == 0
     # The model carries the unmodelled dynamics; the ideal one does not.
-    m, m0 = real._cell.scene.model, ideal._cell.scene.model
+    m, m0 = real.reveal_internals().cell.scene.model, ideal.reveal_internals().cell.scene.model
     dof, dof0 = m.joint("left_j1").dofadr[0], m0.joint("left_j1").dofadr[0]
     assert m.dof_frictionloss[dof] > 0 and m0.dof_frictionloss[dof0] == 0
     assert m.body("left_cable_payload").mass[0] == pytest.approx(flaws.dynamics.payload_kg[0])
@@ -83,7 +83,8 @@ def test_hand_backlash_lags_the_reading_on_each_reversal() -> None:
         target[5] = min(0.6, 0.02 * k)
         hand.send_joint_targets(target)
         twin.step()
-    true_q = twin._physics.state()[0][0, twin._cell.idx.hand_qadr[0]]
+    sim = twin.reveal_internals()
+    true_q = sim.physics.state()[0][0, sim.cell.idx.hand_qadr[0]]
     assert hand.state().q[5] - true_q[5] == pytest.approx(-0.01, abs=1e-3)
 
 
@@ -92,12 +93,13 @@ def test_belt_ripple_and_the_payload_sag_are_physical() -> None:
         ReadingNoise(), Unmodelled(belt_ripple=0.05, belt_ripple_hz=2.0, payload_kg=(0.2, 0.2))
     )
     twin, ideal = TwinRig(seed=0, imperfections=ripple), TwinRig(seed=0, ideal=True)
-    belt = twin._cell.scene.model.joint("belt").dofadr[0]
+    sim = twin.reveal_internals()
+    belt = sim.cell.scene.model.joint("belt").dofadr[0]
     speeds = []
     for _ in range(100):
         twin.step()
         ideal.step()
-        speeds.append(twin._physics.state()[1][0, belt])
+        speeds.append(sim.physics.state()[1][0, belt])
     speeds = np.asarray(speeds[25:])
     nominal = twin.conveyor.speed()
     assert speeds.max() > nominal * 1.03 and speeds.min() < nominal * 0.97

@@ -21,6 +21,7 @@ from r2s2r.rig.twin.truth import CameraEffects
 from r2s2r.rig.twin.views import TwinViewsCfg, ViewState, ViewWorkers, shadow_map_for
 from r2s2r.sim.physics import MujocoPhysics
 from r2s2r.sim.render import CameraPlan, SceneRenderer
+from r2s2r.spec import SpecError
 from r2s2r.spec.worlds import world_at
 
 PERIOD = 0.02
@@ -59,7 +60,7 @@ def test_one_render_blur_keeps_the_look(moving: TwinRig, shutter_s: float | None
     (renders at the shutter's start and end) at the twin's shutter times, and at a long
     shutter it is much closer to the reference than the unblurred render is (a wrong motion,
     or none, is not)."""
-    physics = moving._physics
+    physics = moving.reveal_internals().physics
     world = moving.reveal_truth().world
     ref = SceneRenderer(physics, world, blur="samples")
     fast = SceneRenderer(physics, world, blur="flow")
@@ -107,7 +108,7 @@ def test_the_motion_bound_holds_without_a_render_and_is_close(moving: TwinRig) -
     """``MotionFlow.largest_turn`` (geom poses only) is at least the largest turn of any
     pixel's ray over the shutter that the id pass finds, and within three times it, in each
     view of both arms moving fast and the belt running, at the twin's shutter and longer."""
-    physics = moving._physics
+    physics = moving.reveal_internals().physics
     renderer = SceneRenderer(physics, moving.reveal_truth().world, blur="flow")
     data = physics.mjdata(0)
     start = mujoco.MjData(physics.model)
@@ -131,7 +132,7 @@ def test_a_view_that_hardly_moves_is_left_unblurred(moving: TwinRig) -> None:
     says nothing moves that far: a still state's views are the sharp renders, as are the
     moving state's under a huge threshold; with none, the moving views are blurred; with a
     threshold between the views' bounds, those under it are sharp and the others blurred."""
-    physics = moving._physics
+    physics = moving.reveal_internals().physics
     world = moving.reveal_truth().world
     data = physics.mjdata(0)
     still = copy.copy(data)
@@ -265,7 +266,7 @@ def test_several_workers_render_the_same_frames_side_by_side() -> None:
         for twin in (one, three):
             for cam in twin.cameras.values():
                 cam.read()
-        pool = three._views.worker
+        pool = three.reveal_internals().views.worker
         assert isinstance(pool, ViewWorkers) and len(pool.members) == 3
         assert len({w.process.pid for w in pool.members}) == 3
         for _ in range(6):
@@ -290,7 +291,7 @@ def test_a_dropped_twin_stops_its_worker() -> None:
     """A twin that is never closed does not leave its worker behind once it is collected."""
     twin = TwinRig(seed=1)
     twin.cameras["left_wrist"].read()
-    pool = twin._views.worker
+    pool = twin.reveal_internals().views.worker
     assert pool is not None
     process = pool.members[0].process
     assert process.is_alive()
@@ -309,7 +310,7 @@ def test_closing_a_twin_with_views_out_ends_its_workers_without_terminating_them
         cam.read()
     for _ in range(10):
         twin.step()
-    pool = twin._views.worker
+    pool = twin.reveal_internals().views.worker
     assert pool is not None and all(len(w.pending) == 2 for w in pool.members)
     processes = [w.process for w in pool.members]
     twin.close()
@@ -327,16 +328,19 @@ def test_an_episode_start_skips_the_views_still_out_and_changes_no_later_frame()
             for cam in twin.cameras.values():
                 cam.read()
             _drive(twin, 3)
-            pool = twin._views.worker
+            sim = twin.reveal_internals()
+            pool = sim.views.worker
             assert isinstance(pool, ViewWorkers)
             for _ in range(5):  # More than a worker renders before the restart below.
-                pool.submit(twin._physics, twin._views.names, twin.now(), 10**6)
+                pool.submit(sim.physics, sim.views.names, twin.now(), 10**6)
             if k == 1:
                 pool.collect(None, wait=True)  # The second twin renders every view out.
             twin.present()
             _drive(twin, 4)
             frames.append({n: c.read() for n, c in twin.cameras.items()})
-        skipped = [sum(w.skipped for w in twin._views.worker.members) for twin in twins]
+        skipped = [
+            sum(w.skipped for w in twin.reveal_internals().views.worker.members) for twin in twins
+        ]
         assert skipped[0] >= 3 * 3 and skipped[1] == 0
         for name in frames[0]:
             assert frames[0][name].stamp == frames[1][name].stamp
@@ -356,7 +360,7 @@ def test_the_twins_views_take_their_detail_and_still_threshold_from_the_config()
     for detail in (True, False):
         twin = TwinRig(seed=0, world=small, views=TwinViewsCfg(match_detail=detail))
         try:
-            model = twin._views.render_model()
+            model = twin.reveal_internals().views.render_model()
             vertices[detail] = model.nmeshvert
             q = model.vis.quality
             quality[detail] = (q.numslices, q.numstacks, q.numquads)
@@ -364,10 +368,11 @@ def test_the_twins_views_take_their_detail_and_still_threshold_from_the_config()
             # A state with the twin's shapes (as an episode start sends it) keeps the render
             # model's floor grid and takes every other size.
             physics = MujocoPhysics(model)
-            ViewState.of(twin._physics, True).write(physics)
-            sizes = twin._physics.model.geom_size
+            simulated = twin.reveal_internals().physics
+            ViewState.of(simulated, True).write(physics)
+            sizes = simulated.model.geom_size
             own = physics.model.geom_size[: len(sizes)]
-            plane = twin._physics.model.geom_type == int(mujoco.mjtGeom.mjGEOM_PLANE)
+            plane = simulated.model.geom_type == int(mujoco.mjtGeom.mjGEOM_PLANE)
             np.testing.assert_array_equal(own[~plane], sizes[~plane])
             assert own[plane][0, 2] == floor[detail]
         finally:
@@ -378,7 +383,7 @@ def test_the_twins_views_take_their_detail_and_still_threshold_from_the_config()
     assert floor[True] == pytest.approx(2.0 * floor[False])
     twin = TwinRig(seed=0, world=small, views=TwinViewsCfg(worker=False, still_px=0.3))
     try:
-        assert twin._views.local().renderer.still_px == 0.3
+        assert twin.reveal_internals().views.local().renderer.still_px == 0.3
     finally:
         twin.close()
 
@@ -390,13 +395,13 @@ def test_shadow_map_follows_the_delivered_size() -> None:
     assert shadow_map_for((1280, 720), 1024) == 1024
     small = world_at(64)
     twin = TwinRig(seed=0, world=small)
-    assert twin._physics.model.vis.quality.shadowsize == 128
+    assert twin.reveal_internals().physics.model.vis.quality.shadowsize == 128
     assert twin.cameras["head"].read().image.shape == (64, 64, 3)
     twin.close()
     native = TwinRig(seed=0, world=small, native_cameras=True)
     assert native.views_cfg == TwinViewsCfg.reference()
     truth = native.reveal_truth().world.render
-    assert native._physics.model.vis.quality.shadowsize == truth.shadow_map == 512
+    assert native.reveal_internals().physics.model.vis.quality.shadowsize == truth.shadow_map == 512
 
 
 def test_views_config_is_checked() -> None:
@@ -421,11 +426,17 @@ def test_views_config_is_checked() -> None:
     for threads in (-1, 65, 1.5, True):
         with pytest.raises(ValueError, match="raster_threads"):
             TwinViewsCfg(raster_threads=threads)  # type: ignore[arg-type]
+    # A spec like the others: unknown keys are refused, and copies are validated.
+    with pytest.raises(SpecError, match="colour: unknown key"):
+        TwinViewsCfg.from_dict({"colour": 1})
+    with pytest.raises(ValueError, match="latency"):
+        TwinViewsCfg().replace(latency=0)
+    assert TwinViewsCfg().replace(fps=None) == TwinViewsCfg(fps=None)
 
 
 def _raster_threads(twin: TwinRig) -> list[int]:
     """How many of Mesa's software rasterizer threads each view worker of ``twin`` runs."""
-    pool = twin._views.worker
+    pool = twin.reveal_internals().views.worker
     assert pool is not None
     counts = []
     for member in pool.members:
@@ -456,7 +467,7 @@ def test_view_workers_rasterize_in_their_own_thread_unless_asked() -> None:
 
 
 def _wide_sizes(twin: TwinRig) -> dict[str, tuple[int, int]]:
-    renderer = twin._views.local().renderer
+    renderer = twin.reveal_internals().views.local().renderer
     return {p.name: p.render_size for p in renderer.plans if p.remap is not None}
 
 
@@ -481,7 +492,9 @@ def test_wide_views_follow_the_views_density_and_keep_the_look() -> None:
         assert np.array_equal(a["head"], b["head"])
         # Another frame of the same state at the world's density (another noise draw): what
         # a camera's own noise changes from frame to frame (MAD about 2 here).
-        again = world._views.local().render(tuple(small), world._views._rng)
+        again = (
+            world.reveal_internals().views.local().render(tuple(small), np.random.default_rng(1))
+        )
         for name in small:
             assert a[name].shape == b[name].shape == (256, 256, 3)
             assert _psnr(a[name], b[name]) > 30.0, name
@@ -491,13 +504,13 @@ def test_wide_views_follow_the_views_density_and_keep_the_look() -> None:
             twin.close()
     native = TwinRig(seed=1, native_cameras=True, views=TwinViewsCfg(worker=False))
     try:
-        renderer = native._views.local().renderer
+        renderer = native.reveal_internals().views.local().renderer
         plans = {p.name: p for p in renderer.plans}
         assert plans["head"].render_size == (
             native.nominal.cameras["head"].width,
             native.nominal.cameras["head"].height,
         )
-        assert native._physics.model.vis.quality.shadowsize == 512
+        assert native.reveal_internals().physics.model.vis.quality.shadowsize == 512
         # Native cameras render the world's wide views whatever the views' density.
         world_density = TwinViewsCfg(worker=False, wide_oversample=None)
         native_world = TwinRig(seed=1, native_cameras=True, views=world_density)
@@ -518,8 +531,8 @@ def test_views_leave_the_models_sites_out_unless_asked() -> None:
         assert not TwinViewsCfg().sites and TwinViewsCfg.reference().sites
         drawn = {}
         for key, twin in (("fast", fast), ("ref", ref)):
-            renderer = twin._views.local().renderer
-            data = twin._physics.mjdata(0)
+            sim = twin.reveal_internals()
+            renderer, data = sim.views.local().renderer, sim.physics.mjdata(0)
             plan = renderer.plans[0]
             renderer.render_raw(data, plan)
             scene = renderer._renderers[plan.render_size].scene
@@ -594,7 +607,7 @@ def test_a_paced_twin_never_waits_for_its_views(
     try:
         head = twin.cameras["head"]
         head.read()
-        pool = twin._views.worker
+        pool = twin.reveal_internals().views.worker
         assert pool is not None
         worker = pool.members[0]
         while not worker.pending:

@@ -7,7 +7,6 @@ import logging
 import os
 import time
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import replace
 from multiprocessing import get_context
 from typing import Any
 
@@ -33,7 +32,7 @@ from r2s2r.spec.worlds import world_at
 FIRST_FAST = TwinViewsCfg(
     wide_oversample=None, sites=True, lean_geoms=False, lean_cell=False, workers=1, latency=1
 )
-PREVIOUS_DEFAULT = replace(FIRST_FAST, wide_oversample=TwinViewsCfg.wide_oversample, sites=False)
+PREVIOUS_DEFAULT = FIRST_FAST.replace(wide_oversample=TwinViewsCfg().wide_oversample, sites=False)
 # The default before the steps for small views: the meshes and MuJoCo's own shapes
 # tessellated for the delivered size, still frames left unblurred, the workers rasterizing in
 # their own thread.
@@ -41,12 +40,12 @@ BEFORE_DETAIL = TwinViewsCfg(match_detail=False, still_px=0.0, raster_threads=No
 WRISTS_15FPS = (("left_wrist", 15.0), ("right_wrist", 15.0))
 VIEW_PATHS: dict[str, TwinViewsCfg] = {
     "reference": TwinViewsCfg.reference(),
-    "flow_blur": replace(FIRST_FAST, fps=None, worker=False, match_shadows=False),
-    "flow_blur_30fps": replace(FIRST_FAST, worker=False),
+    "flow_blur": FIRST_FAST.replace(fps=None, worker=False, match_shadows=False),
+    "flow_blur_30fps": FIRST_FAST.replace(worker=False),
     "flow_blur_30fps_worker": FIRST_FAST,
-    "flow_blur_30fps_worker_views_wide": replace(PREVIOUS_DEFAULT, sites=True),
+    "flow_blur_30fps_worker_views_wide": PREVIOUS_DEFAULT.replace(sites=True),
     "flow_blur_30fps_worker_views_wide_no_sites": PREVIOUS_DEFAULT,
-    "flow_blur_30fps_worker_views_wide_no_sites_lean": replace(PREVIOUS_DEFAULT, lean_geoms=True),
+    "flow_blur_30fps_worker_views_wide_no_sites_lean": PREVIOUS_DEFAULT.replace(lean_geoms=True),
     "flow_blur_30fps_worker_latency_2_views_wide_no_sites_lean": TwinViewsCfg(
         workers=1, lean_cell=False
     ),
@@ -78,7 +77,7 @@ def bench_twin(
             for cam in rig.cameras.values():
                 cam.read()  # Starts the worker before the clock does.
         rig.present()
-        worker = rig._views.worker
+        worker = rig.reveal_internals().views.worker
         cpu0, worker0 = time.process_time(), worker.cpu_s if worker else 0.0
         start, sim0 = time.perf_counter(), rig.now()
         while time.perf_counter() - start < seconds:
@@ -100,10 +99,10 @@ def bench_raw_render(seconds: float = 2.0, size: int | None = None) -> tuple[flo
     effects."""
     options = RigOptions(world=world_at(size), views=TwinViewsCfg.reference())
     with open_rig("twin", options) as rig:
-        world = rig.reveal_truth().world
-        renderer = SceneRenderer(rig._physics, world)
+        world, physics = rig.reveal_truth().world, rig.reveal_internals().physics
+        renderer = SceneRenderer(physics, world)
         try:
-            data = rig._physics.mjdata(0)
+            data = physics.mjdata(0)
             sets, start, cpu = 0, time.perf_counter(), time.process_time()
             while time.perf_counter() - start < seconds or sets < 3:
                 for plan in renderer.plans:
@@ -147,8 +146,8 @@ def bench_views(seconds: float = 3.0) -> dict[str, float]:
         # then (the default) no rasterizer threads in the workers.
         for step, cfg in (
             ("full_detail", BEFORE_DETAIL),
-            ("no_still", replace(BEFORE_DETAIL, match_detail=True)),
-            ("mesa_threads", replace(TwinViewsCfg(), raster_threads=None)),
+            ("no_still", BEFORE_DETAIL.replace(match_detail=True)),
+            ("mesa_threads", TwinViewsCfg(raster_threads=None)),
         ):
             rtf, cpu_ms = bench_twin(seconds, views=cfg, size=size)
             out[f"twin_realtime_factor_{size}px_{step}"] = rtf

@@ -61,7 +61,7 @@ class RigOptions:
     native_cameras: bool = False
     # The twin without its flaws (only the hidden world's parameters differ from nominal).
     ideal: bool = False
-    # How the twin's views are made (None: ``TwinRig``'s default).
+    # How the twin's views are made (None: ``TwinCfg``'s default).
     views: TwinViewsCfg | None = None
     # The real cell's hardware YAML (``HardwareSpec``).
     config: Path | None = None
@@ -92,9 +92,9 @@ class RigKind:
 
 
 def _open_twin(options: RigOptions) -> TwinRig:
-    from r2s2r.rig.twin import TwinRig
+    from r2s2r.rig.twin import TwinCfg, TwinRig
 
-    return TwinRig(
+    cfg = TwinCfg(
         seed=options.seed,
         world=options.world,
         realtime=options.realtime,
@@ -104,6 +104,7 @@ def _open_twin(options: RigOptions) -> TwinRig:
         views=options.views,
         cell=options.cell,
     )
+    return TwinRig.from_cfg(cfg)
 
 
 def _supervise_twin(rig: Rig) -> SafetySupervisor:

@@ -1,9 +1,10 @@
 """The digital twin: a stand-in for the real cell behind the rig interfaces.
 
-It simulates a hidden "true" world (``truth.py``) that differs from the nominal one the way a
-real cell does, and shows the rest of the system only the interfaces a real cell has: arms,
-hands, cameras, a conveyor and an object presenter. The truth is readable through one
-explicit call, ``TwinRig.reveal_truth()``, meant for benchmarks and evaluation only.
+It simulates a hidden "true" world (``truth.py``, drawn by the builder in ``build.py``) that
+differs from the nominal one the way a real cell does, and shows the rest of the system only
+the interfaces a real cell has: arms, hands, cameras, a conveyor and an object presenter. The
+truth is readable through one explicit call, ``TwinRig.reveal_truth()``, meant for benchmarks
+and evaluation only.
 """
 
 from __future__ import annotations
@@ -16,109 +17,53 @@ from types import TracebackType
 
 import mujoco
 import numpy as np
-from scipy.spatial.transform import Rotation
 
-from r2s2r.geometry.board import Checkerboard, board_texture
 from r2s2r.geometry.rotations import mat_to_quat, quat_conj, quat_mul, rotvec_to_quat
 from r2s2r.rig.interfaces import DEPTH_CAMERA, ArmState, Frame, HandState, HandTracker
+from r2s2r.rig.twin.board import BOARD_PARKED
+from r2s2r.rig.twin.build import TwinCfg, TwinTruth, build_parts
 from r2s2r.rig.twin.imperfect import Backlash, Imperfections, quantize
-from r2s2r.rig.twin.truth import CameraEffects, imperfect_optics, true_camera_effects, true_world
-from r2s2r.rig.twin.views import TwinViews, TwinViewsCfg, shadow_map_for
+from r2s2r.rig.twin.views import TwinViews, TwinViewsCfg
 from r2s2r.sim.camera import Intrinsics
 from r2s2r.sim.cell import STATUS_NAMES, Cell
 from r2s2r.sim.embodiment import TCP_POSE_DIM, Embodiment
-from r2s2r.sim.lean import match_quality, merge_static, mesh_primitives
-from r2s2r.sim.physics import make_physics
+from r2s2r.sim.physics import Physics, make_physics
 from r2s2r.sim.progress import ProgressReading
-from r2s2r.sim.scene import OBJECT_PREFIX, build_scene
 from r2s2r.spec import TaskSpec, WorldSpec
-from r2s2r.spec.conditions import apply_condition
 from r2s2r.spec.world import CAMERA_NAMES
-from r2s2r.spec.worlds import load_task, load_world
-
-# The calibration board the twin's presenter holds up: 9 x 6 inner corners of 40 mm squares.
-TWIN_BOARD = Checkerboard(9, 6, 0.04)
-# Where the board waits while it is not being shown (far outside every camera's view).
-BOARD_PARKED = np.array([3.0, -3.0, 0.0])
-# How many distinct board placements the twin's operator makes.
-BOARD_PLACEMENTS = 32
 
 
-def add_board(spec: mujoco.MjSpec, board: Checkerboard, px_per_square: int = 48) -> None:
-    """Add a printed ``board`` on a mocap body named ``calib_board`` whose frame is the
-    board's (OpenCV convention: corners in its xy plane, the printed face towards -z). It is
-    seen, not touched: it collides with nothing."""
-    margin = 1.0
-    image = board_texture(board, px_per_square, margin)
-    h, w = image.shape[:2]
-    tex = spec.add_texture(
-        name="calib_board_tex", type=mujoco.mjtTexture.mjTEXTURE_2D, width=w, height=h, nchannel=3
-    )
-    tex.data = image.tobytes()
-    mat = spec.add_material(name="calib_board_mat", specular=0.0, shininess=0.0)
-    mat.textures[mujoco.mjtTextureRole.mjTEXROLE_RGB] = tex.name
-    s = board.square_m
-    x0 = y0 = -(1.0 + margin) * s
-    x1, y1 = x0 + w / px_per_square * s, y0 + h / px_per_square * s
-    verts = [x0, y0, 0.0, x1, y0, 0.0, x1, y1, 0.0, x0, y1, 0.0]
-    # Image row 0 is the board's -y edge; both windings, so either side shows the print.
-    uv = [0.0, 0.0, 1.0, 0.0, 1.0, 1.0, 0.0, 1.0]
-    mesh = spec.add_mesh(
-        name="calib_board_mesh",
-        uservert=verts,
-        userface=[0, 2, 1, 0, 3, 2, 0, 1, 2, 0, 2, 3],
-        usertexcoord=uv,
-    )
-    mesh.inertia = mujoco.mjtMeshInertia.mjMESH_INERTIA_SHELL
-    body = spec.worldbody.add_body(name="calib_board", mocap=True, pos=list(BOARD_PARKED))
-    body.explicitinertial = True
-    body.mass, body.inertia = 0.2, [1e-3, 1e-3, 1e-3]
-    body.add_geom(
-        name="calib_board_geom",
-        type=mujoco.mjtGeom.mjGEOM_MESH,
-        meshname=mesh.name,
-        material=mat.name,
-        contype=0,
-        conaffinity=0,
-        group=2,
-    )
-
-
-def board_placements(
-    board: Checkerboard, rng: np.random.Generator, belt_top: float, n: int
-) -> list[np.ndarray]:
-    """``n`` poses (7,) of the board frame in the cell, as a person props a board up for a
-    camera looking down at the belt: over the belt, 8-35 cm above it, tilted 20-45 degrees in
-    varied directions, turned a little in its plane, printed face up."""
-    poses = []
-    face_up = Rotation.from_euler("x", 180.0, degrees=True)
-    for _ in range(n):
-        axis_angle = rng.uniform(0.0, 2.0 * np.pi)
-        axis = np.array([np.cos(axis_angle), np.sin(axis_angle), 0.0])
-        tilt = Rotation.from_rotvec(axis * np.radians(rng.uniform(20.0, 45.0)))
-        spin = Rotation.from_euler("z", rng.uniform(-30.0, 30.0), degrees=True)
-        rot = tilt * spin * face_up
-        centre = np.array(
-            [rng.uniform(-0.4, 0.4), rng.uniform(-0.12, 0.12), belt_top + rng.uniform(0.08, 0.35)]
-        )
-        pos = centre - rot.apply(board.center_m)
-        poses.append(np.concatenate([pos, rot.as_quat(scalar_first=True)]))
-    return poses
+def arm_dofs(model: mujoco.MjModel, embodiment: Embodiment) -> list[list[int]]:
+    """The joint velocity addresses of each arm (qpos and qvel addresses differ)."""
+    return [
+        [model.jnt_dofadr[model.joint(j).id] for j in embodiment.arm_joint_names(side)]
+        for side in embodiment.sides
+    ]
 
 
 @dataclass(frozen=True)
-class TwinTruth:
-    """Everything the twin hides: its world, its cameras' effects and the imperfections
-    no grounded world represents (``imperfect.py``; none for the ideal twin)."""
+class TwinInternals:
+    """The machinery behind the twin's interfaces (``TwinRig.reveal_internals``): what the
+    tests and the benches inspect, or perturb to inject a fault. Its simulation's model is the
+    true world's, so like ``reveal_truth`` nothing that grounds the world or learns behavior
+    may reach it."""
 
-    world: WorldSpec
-    camera_effects: dict[str, CameraEffects]
-    imperfections: Imperfections = Imperfections()
+    # The simulation: its model (the true world, the board, the flaws) and its state.
+    physics: Physics
+    # The cell on that simulation (its objects, belt, episode status and state indices).
+    cell: Cell
+    # The cameras' views (their schedule, worker processes and renderers).
+    views: TwinViews
+    # The calibration board's pose (7,) at each placement number.
+    board_poses: list[np.ndarray]
 
 
 class TwinRig:
     """A simulated cell with realistic hidden offsets, driven through the rig interfaces (a
     ``Rig``).
+
+    It is built from a ``TwinCfg`` (``TwinRig.from_cfg(cfg)``; ``build.py`` draws and compiles
+    its parts), or from the config's fields as keywords (``TwinRig(seed=3, ideal=True)``).
 
     The twin advances only when ``step()`` is called (one 50 Hz period each), as fast as the
     machine allows, or paced to the wall clock with ``realtime=True`` (for a person
@@ -150,123 +95,51 @@ class TwinRig:
         views: TwinViewsCfg | None = None,
         cell: int | None = None,
     ) -> None:
-        # ``cell`` draws the hidden cell (its truth and imperfections) apart from ``seed``
-        # (episodes, readings, board placements): one cell, many episodes, as a study records,
-        # grounds and evaluates in one real cell. None: the seed draws both.
-        self.cell = seed if cell is None else cell
-        rng = np.random.default_rng(self.cell)
-        self.nominal = load_world(world)
-        # The condition (``r2s2r.spec.conditions``) shifts the task and the hidden world.
-        self.condition = condition
-        # The truth draws per-joint hand gains, so it needs the nominal cell's hand.
-        task_spec = load_task(task)
-        nominal_robot = build_scene(task_spec, self.nominal).embodiment
-        self.task, truth_world = apply_condition(
-            condition, task_spec, true_world(self.nominal, rng, nominal_robot.hand_dof)
+        """The twin ``TwinCfg`` describes, its fields given as keywords (``from_cfg`` takes
+        the config itself)."""
+        cfg = TwinCfg(
+            seed=seed,
+            world=world,
+            task=task,
+            realtime=realtime,
+            native_cameras=native_cameras,
+            condition=condition,
+            ideal=ideal,
+            imperfections=imperfections,
+            views=views,
+            cell=cell,
         )
-        effects = true_camera_effects(rng, list(CAMERA_NAMES))
-        # The imperfections draw from streams of their own, so that the ideal twin of a seed
-        # is the same cell as before they existed; ``imperfections`` replaces the drawn ones
-        # (the optics stay drawn).
-        flaws = Imperfections.none()
-        if not ideal:
-            objects = [o.name for o in self.task.objects]
-            drawn_flaws = Imperfections.draw(
-                np.random.default_rng([self.cell, 7]), nominal_robot, objects
-            )
-            flaws = imperfections if imperfections is not None else drawn_flaws
-            effects = imperfect_optics(effects, truth_world, np.random.default_rng([self.cell, 8]))
-        self.ideal = ideal
-        self.__truth = TwinTruth(truth_world, effects, flaws)
-        if views is None:
-            views = TwinViewsCfg.reference() if native_cameras else TwinViewsCfg()
-        self.views_cfg = views
-        # What is drawn: the true world, its shadow map sized to the delivered images and its
-        # fisheye wide views at the views' density, if asked (never for native cameras).
-        drawn = truth_world
-        render_update: dict[str, object] = {}
-        if views.match_shadows and not native_cameras:
-            render_update["shadow_map"] = shadow_map_for(
-                truth_world.render.obs_size, truth_world.render.shadow_map
-            )
-        if views.wide_oversample is not None and not native_cameras:
-            render_update["fisheye_oversample"] = views.wide_oversample
-        if render_update:
-            drawn = truth_world.replace(render=render_update)
-
-        def extras(spec: mujoco.MjSpec) -> None:
-            add_board(spec, TWIN_BOARD)
-            flaws.edit(spec, nominal_robot)
-
-        scene = build_scene(self.task, drawn, extras, action_mode="tcp")
-
-        # The model the view workers draw, made when they start (a twin that is never looked
-        # at does not compile it): the same cell with its primitives as meshes (tessellated
-        # for the delivered size, if asked) and its static geoms merged by colour.
-        detail = None
-        if views.match_detail and not native_cameras:
-            detail = max(truth_world.render.obs_size)
-
-        def lean(spec: mujoco.MjSpec) -> None:
-            extras(spec)
-            if views.lean_geoms:
-                mesh_primitives(spec, lambda body: body.startswith(OBJECT_PREFIX), detail)
-            if views.lean_cell:
-                merge_static(spec)
-            if detail is not None:
-                match_quality(spec, detail)
-
-        def lean_model() -> mujoco.MjModel:
-            return build_scene(self.task, drawn, lean, action_mode="tcp").model
-
-        leaner = views.lean_geoms or views.lean_cell
-        render_model = lean_model if views.worker and leaner else None
-        belt = truth_world.layout.belt
-        self._board_poses = board_placements(
-            TWIN_BOARD,
-            np.random.default_rng(seed + 3),
-            belt.pos[2],
-            BOARD_PLACEMENTS,
-        )
-        self._board_mocap = int(scene.model.body("calib_board").mocapid[0])
+        parts = build_parts(cfg)
+        self.cfg = cfg
+        # The hidden cell's seed, the condition and the nominal world it was drawn around,
+        # and the task as the condition shifts it.
+        self.cell, self.condition, self.ideal = cfg.cell_seed, cfg.condition, cfg.ideal
+        self.nominal, self.task = parts.nominal, parts.task
+        self.__truth = parts.truth
+        self.views_cfg = parts.views.cfg
+        self.realtime = cfg.realtime
+        # Cameras deliver their own resolution (``native``), or the observation size (fast).
+        self.native_cameras = cfg.native_cameras
+        scene = parts.scene
+        self.embodiment: Embodiment = scene.embodiment
         self._physics = make_physics("mujoco", scene.model)
         self._cell = Cell(scene, self._physics)
-        self.embodiment: Embodiment = scene.embodiment
-        model = scene.model
-        # Joint velocity addresses of each arm (qpos and qvel addresses differ).
-        self._arm_dofs = [
-            [model.jnt_dofadr[model.joint(j).id] for j in self.embodiment.arm_joint_names(side)]
-            for side in self.embodiment.sides
-        ]
-        self._rng = np.random.default_rng(seed + 1)
+        self._board_poses = parts.board_poses
+        self._board_mocap = int(scene.model.body("calib_board").mocapid[0])
+        self._arm_dofs = arm_dofs(scene.model, self.embodiment)
+        self._rng = np.random.default_rng(cfg.seed + 1)
         # Reading noise, drawn once per period and device (a real sensor reports one value
         # per cycle however often it is read), and each hand's backlash.
-        self._flaws = flaws
+        self._flaws = parts.truth.imperfections
         # Each draw is a function of (seed, episode, period, device) alone, so the readings
         # do not depend on who reads what in which order (a served policy, a GUI, a thread).
-        self._seed = seed
+        self._seed = cfg.seed
         self._episode = -1
         self._draws: dict[str, np.ndarray] = {}
         self._backlash: list[Backlash] = []
         self._fk: mujoco.MjData | None = None
-        self.realtime = realtime
-        # Cameras deliver their own resolution (``native``), or the observation size (fast).
-        self.native_cameras = native_cameras
         self._lock = threading.RLock()
-        self._views = TwinViews(
-            views,
-            self._physics,
-            drawn,
-            self.__truth.camera_effects,
-            seed + 2,
-            1.0 / self.task.control_hz,
-            native_cameras,
-            CAMERA_NAMES,
-            self.now,
-            lambda: self.realtime,
-            self._drops if flaws.readings.frame_drop else None,
-            render_model,
-        )
+        self._views = TwinViews(parts.views, self._physics, TwinClock(self))
         # The latest command of each arm: TCP target (7), then hand targets.
         emb = self.embodiment
         self._action = np.zeros((emb.num_arms, emb.action_per_arm("tcp")))
@@ -279,6 +152,11 @@ class TwinRig:
         # No gloves: the twin's operator (``ScriptedOperator``) is built next to it.
         self.trackers: dict[str, HandTracker] = {}
         self.present()
+
+    @classmethod
+    def from_cfg(cls, cfg: TwinCfg) -> TwinRig:
+        """The twin ``cfg`` describes."""
+        return cls(**dict(cfg))
 
     def depth_camera(self) -> TwinCamera:
         """The head camera, the twin's RGB-D one."""
@@ -381,6 +259,12 @@ class TwinRig:
         world or learns behavior may call this."""
         return self.__truth
 
+    def reveal_internals(self) -> TwinInternals:
+        """The simulation, cell and views behind the interfaces, and the board's true poses.
+        For tests and benchmarks only, like ``reveal_truth``: what they change (a state made
+        to diverge) the twin runs on."""
+        return TwinInternals(self._physics, self._cell, self._views, self._board_poses)
+
     # ------------------------------------------------------- shared internals
     def _arm_state(self, arm: int) -> ArmState:
         with self._lock:
@@ -462,7 +346,8 @@ class TwinRig:
 
     def _drops(self, camera: str) -> bool:
         """Whether ``camera`` drops the frame it is due to take this period."""
-        return bool(self._period_rng(camera).random() < self._flaws.readings.frame_drop)
+        rate = self._flaws.readings.frame_drop
+        return bool(rate) and bool(self._period_rng(camera).random() < rate)
 
     def _period_rng(self, device: str) -> np.random.Generator:
         period = round(self.now() * self.task.control_hz)
@@ -493,6 +378,23 @@ class TwinRig:
             if depth:
                 return Frame(self.now(), self._views.depth())
             return self._views.read(name)
+
+
+class TwinClock:
+    """The twin as its views see it (``views.ViewClock``): its time, its pacing and its
+    cameras' dropped frames."""
+
+    def __init__(self, rig: TwinRig) -> None:
+        self._rig = rig
+
+    def now(self) -> float:
+        return self._rig.now()
+
+    def paced(self) -> bool:
+        return self._rig.realtime
+
+    def drops(self, camera: str) -> bool:
+        return self._rig._drops(camera)
 
 
 class TwinArm:

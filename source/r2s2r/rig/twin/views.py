@@ -37,9 +37,11 @@ from multiprocessing import get_context
 from multiprocessing.connection import Connection
 from multiprocessing.context import ForkServerContext, SpawnContext
 from multiprocessing.process import BaseProcess
+from typing import Annotated, Protocol
 
 import mujoco
 import numpy as np
+from pydantic import Field, field_validator
 
 from r2s2r.rig.interfaces import Frame
 from r2s2r.rig.twin.truth import CameraEffects
@@ -47,22 +49,31 @@ from r2s2r.sim.lean import StoredObjects
 from r2s2r.sim.physics import MujocoPhysics, Physics
 from r2s2r.sim.render import BLUR_MODES, SceneRenderer
 from r2s2r.spec import WorldSpec
+from r2s2r.spec.base import Pos, Spec
 
 # How long close() waits for the worker to finish before it is terminated (s).
 _JOIN_S = 5.0
 
 
-@dataclass(frozen=True)
-class TwinViewsCfg:
-    """How the twin's cameras are rendered."""
+class TwinViewsCfg(Spec):
+    """How the twin's cameras are rendered: validated and frozen like every spec.
+
+    The first fields say what the cameras are (their frame rates, their blur, their latency)
+    and where their views are rendered. The render path's switches after them (from
+    ``match_shadows`` on) each take one of two values outside the benchmark: the default's
+    (the fast path) or ``reference()``'s (the plain path, which native cameras and the
+    calibration captures use). The combinations between the two exist for ``r2s2r rig
+    bench`` (``rig/bench.py``'s ``VIEW_PATHS``), which turns them on one at a time to measure
+    each step of the fast path, and for the tests that check each step's picture;
+    ``raster_threads=None`` is the benchmark's alone."""
 
     # Frames per second of every camera (the hardware preset's cameras run at 30); None: a
     # frame every control period.
-    fps: float | None = 30.0
+    fps: Pos | None = 30.0
     # Frames per second of named cameras, instead of ``fps``: ``(("left_wrist", 15.0),
     # ("right_wrist", 15.0))`` takes the wrist views half as often as the head's (each frame
     # still stamped with the time of the state it shows).
-    camera_fps: tuple[tuple[str, float], ...] = ()
+    camera_fps: tuple[tuple[str, Pos], ...] = ()
     # Motion blur: ``flow`` (one render blurred along its motion) or ``samples`` (renders at
     # the shutter's start and end, averaged).
     blur: str = "flow"
@@ -73,12 +84,13 @@ class TwinViewsCfg:
     # 20 ms period at 30 frames/s) while the physics leaves the other core nearly idle; one
     # per camera spreads them over every core (a worker starts in about a second, forked
     # from a server that has imported the renderer once).
-    workers: int = 3
+    workers: Annotated[int, Field(strict=True, ge=1)] = 3
     # Control periods from the state a frame shows to the first read that returns it (its
     # transport latency: a USB camera's frames also reach the host tens of milliseconds after
     # their exposure). A worker has that long for a frame and may hold that many requests,
     # so one frame's renders overlap the next periods' physics and the other worker's renders.
-    latency: int = 2
+    latency: Annotated[int, Field(strict=True, ge=1, le=5)] = 2
+    # --- The render path's switches (see above).
     # Shadow map sized to the delivered images (at least twice their larger side) rather than
     # the world's, which is sized for native resolution.
     match_shadows: bool = True
@@ -90,7 +102,7 @@ class TwinViewsCfg:
     # 256 px wrist view). Against the world's density on the same states the wrist views
     # differ by resampling (PSNR 32-36 dB before the camera effects), about as much as a
     # denser render (0.8) differs from it.
-    wide_oversample: float | None = 0.45
+    wide_oversample: Annotated[float, Field(gt=0.1, le=4.0)] | None = 0.45
     # Draw the model's sites (small grey markers at the fingertips, the TCP and the bins, no
     # part of the cell a real camera sees): each is one more draw in every render pass.
     sites: bool = False
@@ -119,7 +131,7 @@ class TwinViewsCfg:
     # often (their pixels span more of the scene): in two of the scripted operator's takes,
     # 36-76 % of the frames by camera at 64 px, 0-17 % at 256 px. 0 blurs every frame (flow
     # blur only).
-    still_px: float = 0.1
+    still_px: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.1
     # Rasterizer threads of each worker on Mesa's software renderer (``LP_NUM_THREADS``, set
     # in the worker before its first context): 0 rasterizes in the worker's own thread. The
     # workers already share the cores between the cameras, and a 64 px view is one of
@@ -127,36 +139,26 @@ class TwinViewsCfg:
     # is pure cost there (at 64 px 4-20 % less CPU per period in interleaved one-off runs,
     # up to 20 % more real time; none at 256 px). None leaves Mesa's default (a thread per
     # core, or the environment's).
-    raster_threads: int | None = 0
+    raster_threads: Annotated[int, Field(strict=True, ge=0, le=64)] | None = 0
 
-    def __post_init__(self) -> None:
-        if self.fps is not None and not self.fps > 0:
-            raise ValueError(f"fps must be positive or None, got {self.fps!r}")
-        if isinstance(self.workers, bool) or int(self.workers) != self.workers or self.workers < 1:
-            raise ValueError(f"workers must be a positive integer, got {self.workers!r}")
-        if isinstance(self.latency, bool) or int(self.latency) != self.latency:
-            raise ValueError(f"latency must be a whole number of periods, got {self.latency!r}")
-        if not 1 <= self.latency <= 5:
-            raise ValueError(f"latency must be 1 to 5 control periods, got {self.latency!r}")
-        for name, fps in self.camera_fps:
-            if not fps > 0:
-                raise ValueError(f"camera_fps of {name!r} must be positive, got {fps!r}")
-        names = [name for name, _ in self.camera_fps]
+    @field_validator("camera_fps")
+    @classmethod
+    def _each_camera_once(
+        cls, value: tuple[tuple[str, float], ...]
+    ) -> tuple[tuple[str, float], ...]:
+        """A camera has one frame rate: none is named twice."""
+        names = [name for name, _ in value]
         if len(set(names)) != len(names):
             raise ValueError(f"camera_fps names a camera twice: {names}")
-        if self.wide_oversample is not None and not 0.1 < self.wide_oversample <= 4.0:
-            raise ValueError(
-                f"wide_oversample must be in (0.1, 4] or None, got {self.wide_oversample!r}"
-            )
-        if self.blur not in BLUR_MODES:
-            raise ValueError(f"blur must be one of {BLUR_MODES}, got {self.blur!r}")
-        if not (math.isfinite(self.still_px) and self.still_px >= 0):
-            raise ValueError(f"still_px must be a finite number >= 0, got {self.still_px!r}")
-        threads = self.raster_threads
-        if threads is not None and (
-            isinstance(threads, bool) or int(threads) != threads or not 0 <= threads <= 64
-        ):
-            raise ValueError(f"raster_threads must be 0 to 64 or None, got {threads!r}")
+        return value
+
+    @field_validator("blur")
+    @classmethod
+    def _known_blur(cls, value: str) -> str:
+        """One of the renderer's blur modes (``sim/render.py``'s ``BLUR_MODES``)."""
+        if value not in BLUR_MODES:
+            raise ValueError(f"blur must be one of {BLUR_MODES}, got {value!r}")
+        return value
 
     def fps_of(self, name: str) -> float | None:
         """Frames per second of camera ``name`` (None: one every control period)."""
@@ -489,41 +491,60 @@ class ViewWorkers:
             worker.close()
 
 
+@dataclass(frozen=True)
+class ViewScene:
+    """What the twin's views show, fixed when the twin is built (``build.py``)."""
+
+    # How the views are made.
+    cfg: TwinViewsCfg
+    # The true world as the views draw it, and each camera's effects (both hidden).
+    world: WorldSpec
+    effects: dict[str, CameraEffects]
+    # The cameras.
+    names: tuple[str, ...]
+    # The cameras deliver their own resolution rather than the world's observation size.
+    native: bool
+    # The twin's control period (s): a camera without a frame rate takes a frame each one.
+    period_s: float
+    # Seeds the views' noise (each worker process draws from a stream of its own).
+    seed: int
+    # Makes the model the worker processes render, when they start (the physics' own when
+    # None): the same state layout, drawn with fewer calls (``TwinViewsCfg.lean_geoms``,
+    # ``lean_cell``).
+    render_model: Callable[[], mujoco.MjModel] | None = None
+
+
+class ViewClock(Protocol):
+    """What the views ask of their twin as it runs."""
+
+    def now(self) -> float:
+        """The twin's time, which stamps the frames."""
+        ...
+
+    def paced(self) -> bool:
+        """Whether the twin keeps to the wall clock: then a period never waits for a view."""
+        ...
+
+    def drops(self, camera: str) -> bool:
+        """Whether ``camera`` drops the frame it is due to take now (the imperfect twin's):
+        it delivers its last frame again, and takes the next one on schedule."""
+        ...
+
+
 class TwinViews:
     """The twin's three cameras under one ``TwinViewsCfg``: the frames a read returns."""
 
-    def __init__(
-        self,
-        cfg: TwinViewsCfg,
-        physics: Physics,
-        world: WorldSpec,
-        effects: dict[str, CameraEffects],
-        seed: int,
-        period_s: float,
-        native: bool,
-        names: tuple[str, ...],
-        clock: Callable[[], float],
-        paced: Callable[[], bool] = lambda: False,
-        drops: Callable[[str], bool] | None = None,
-        render_model: Callable[[], mujoco.MjModel] | None = None,
-    ) -> None:
-        self.cfg, self.physics, self.world, self.effects = cfg, physics, world, effects
-        # Makes the model the worker processes render, when they start (the physics' own when
-        # None): the same state layout, drawn with fewer calls (``TwinViewsCfg.lean_geoms``,
-        # ``lean_cell``).
-        self.render_model = render_model
-        # Whether a camera drops the frame it is due to take now (the imperfect twin's): it
-        # delivers its last frame again, and takes the next one on schedule.
-        self.drops = drops
-        self.clock = clock  # The twin's time, which stamps the frames.
-        # Whether the twin is paced to the wall clock: then a period never waits for a view.
-        self.paced = paced
-        self.native, self.names, self.period_s = native, names, period_s
-        unknown = sorted({name for name, _ in cfg.camera_fps} - set(names))
+    def __init__(self, scene: ViewScene, physics: Physics, clock: ViewClock) -> None:
+        """The views of ``scene``, drawn from ``physics``' state at ``clock``'s times."""
+        self.scene, self.physics, self.clock = scene, physics, clock
+        self.cfg, self.world, self.effects = scene.cfg, scene.world, scene.effects
+        self.native, self.names, self.period_s = scene.native, scene.names, scene.period_s
+        self.render_model = scene.render_model
+        unknown = sorted({name for name, _ in self.cfg.camera_fps} - set(self.names))
         if unknown:
             raise ValueError(f"camera_fps names cameras the twin does not have: {unknown}")
-        self._seed = seed
-        self._rng = np.random.default_rng(seed)
+        self._seed = scene.seed
+        self._rng = np.random.default_rng(scene.seed)
         self._local: _Views | None = None
         self.worker: ViewWorkers | None = None
         # The frames a read returns now, and each camera's latest frame number taken.
@@ -542,8 +563,6 @@ class TwinViews:
         due = tuple(
             name for name in self.names if self._taken.get(name, -1) < self._number(name, t)
         )
-        if self.drops is None:
-            return due
         # Only a stream read frame after frame drops one: the last frame is then one frame
         # old, never the view from before a pause (a capture after the arm settled).
         dropped = tuple(
@@ -551,7 +570,7 @@ class TwinViews:
             for name in due
             if name in self._held
             and self._taken.get(name) == self._number(name, t) - 1
-            and self.drops(name)
+            and self.clock.drops(name)
         )
         self._mark(dropped, t)
         return tuple(name for name in due if name not in dropped)
@@ -572,7 +591,7 @@ class TwinViews:
             if name not in self._held:
                 self._render_now(self.names)
             return self._held[name]
-        t = self.clock()
+        t = self.clock.now()
         due = self._due(t)
         if name in due or name not in self._held:
             self._render_now(due or (name,))
@@ -589,11 +608,11 @@ class TwinViews:
         pool = self.worker
         if pool is None:
             return
-        t = self.clock()
+        t = self.clock.now()
         period = self._period(t)
         # Paced to the wall clock a period never waits: views not done yet come later, and
         # a camera whose worker is still behind skips the frames it would take meanwhile.
-        paced = self.paced()
+        paced = self.clock.paced()
         self._absorb(pool.collect(period, wait=not paced))
         due = self._due(t)
         if paced:
@@ -617,7 +636,7 @@ class TwinViews:
 
     def _render_now(self, names: tuple[str, ...]) -> None:
         """Render ``names`` of the current state and wait for them."""
-        t = self.clock()
+        t = self.clock.now()
         if self.cfg.worker:
             pool = self._start()
             pool.submit(self.physics, names, t, self._period(t))
@@ -662,6 +681,8 @@ class TwinViews:
 __all__ = [
     "TwinViews",
     "TwinViewsCfg",
+    "ViewClock",
+    "ViewScene",
     "ViewState",
     "ViewWorker",
     "ViewWorkers",
