@@ -33,7 +33,7 @@ from r2s2r.sim.embodiment import (
 )
 from r2s2r.spec import TaskSpec, WorldSpec
 from r2s2r.spec.task import ObjectSpec
-from r2s2r.spec.world import ARM_SIDES
+from r2s2r.spec.world import ARM_SIDES, ArmControllerSpec
 from r2s2r.spec.worlds import load_task, load_world
 
 GROUP_BELT, GROUP_CARTESIAN, GROUP_JOINT, GROUP_HAND = 0, 1, 2, 3
@@ -365,6 +365,16 @@ def add_arm_and_hand(
 ) -> tuple[robots.ArmNames, robots.HandNames]:
     """Add arm ``side`` with its hand, its controllers and its published velocity limits
     (a custom numeric, ``velocity_numeric(side)``); returns their names."""
+    arm = _add_arm(spec, world, side)
+    hand = _add_hand(spec, world, side, arm)
+    _add_cartesian_actuators(spec, world, side, arm)
+    _add_joint_actuators(spec, world.controller, arm)
+    return arm, hand
+
+
+def _add_arm(spec: mujoco.MjSpec, world: WorldSpec, side: str) -> robots.ArmNames:
+    """Add arm ``side`` (the vendor's file or the authored Rizon) with its joint dynamics,
+    its elbow spring to the home posture and its velocity-limit numeric."""
     base = world.layout.robots[side]  # type: ignore[index]
     ctl = world.controller
     assets = world.assets
@@ -399,10 +409,20 @@ def add_arm_and_hand(
         j.stiffness = [ctl.null_stiffness, 0.0, 0.0]
         j.springref = q0
     spec.add_numeric(name=velocity_numeric(side), data=list(arm.velocity_limits))
+    return arm
+
+
+def _add_hand(
+    spec: mujoco.MjSpec, world: WorldSpec, side: str, arm: robots.ArmNames
+) -> robots.HandNames:
+    """Mount hand ``side`` (the vendor's file or the authored Wuji) on ``arm``'s flange and
+    add its position actuators from ``world.hand``."""
     flange = spec.body(arm.flange)
     mount = robots.HAND_MOUNT_POS, robots.HAND_MOUNT_QUAT
-    if assets.hand_mjcf:
-        hand = vendor.attach_vendor_hand(flange, hand_prefix(side), assets.hand_mjcf, side, *mount)
+    if world.assets.hand_mjcf:
+        hand = vendor.attach_vendor_hand(
+            flange, hand_prefix(side), world.assets.hand_mjcf, side, *mount
+        )
     else:
         hand = robots.add_wuji_hand(flange, hand_prefix(side), *mount, side=side)
     h = world.hand
@@ -421,8 +441,17 @@ def add_arm_and_hand(
         armature=_vec(h.armature),
         damping=_vec(h.damping),
     )
-    # The Cartesian controller: six position actuators on the TCP site, measured against a
-    # world-fixed reference site at the arm base (orientation TCP_REF_IN_BASE).
+    return hand
+
+
+def _add_cartesian_actuators(
+    spec: mujoco.MjSpec, world: WorldSpec, side: str, arm: robots.ArmNames
+) -> None:
+    """Add the Cartesian controller of arm ``side`` and its reference site."""
+    # Six position actuators on the TCP site, measured against a world-fixed reference site
+    # at the arm base (orientation TCP_REF_IN_BASE).
+    base = world.layout.robots[side]  # type: ignore[index]
+    ctl = world.controller
     ref_rot = Rotation.from_quat(base.quat, scalar_first=True) * TCP_REF_IN_BASE
     spec.worldbody.add_site(
         name=f"{side}_ref", pos=list(base.pos), quat=quat_wxyz(ref_rot), size=[0.005] * 3
@@ -448,6 +477,10 @@ def add_arm_and_hand(
             act.delay = ctl.delay_s
             act.nsample = nsample
             act.interp = 1
+
+
+def _add_joint_actuators(spec: mujoco.MjSpec, ctl: ArmControllerSpec, arm: robots.ArmNames) -> None:
+    """Add the joint-position controller of ``arm``: one actuator per joint, within its range."""
     for name in arm.joints:
         lo, hi = spec.joint(name).range
         act = spec.add_actuator(
@@ -456,7 +489,6 @@ def add_arm_and_hand(
         act.set_to_position(kp=ctl.joint_kp, kv=ctl.joint_kv)
         act.ctrlrange = [lo, hi]
         act.ctrllimited = mujoco.mjtLimited.mjLIMITED_TRUE
-    return arm, hand
 
 
 def _vec(values: tuple[float, ...]) -> float | list[float]:
