@@ -90,6 +90,25 @@ def add_rizon4s(
 ) -> ArmNames:
     """Add a Flexiv Rizon 4S 7-DoF arm under ``parent`` and return its element names."""
     scale = angle_scale(parent)
+    body = _add_base(parent, prefix, pos, quat)
+    joints: list[str] = []
+    for i in range(7):
+        body = _add_link(body, prefix, i, scale, armature, damping, frictionloss)
+        joints.append(f"{prefix}j{i + 1}")
+    _add_flange(body, prefix, tcp_offset)
+    return ArmNames(
+        robot=RIZON4S_NAME,
+        base=f"{prefix}base",
+        joints=tuple(joints),
+        flange=f"{prefix}flange",
+        flange_site=f"{prefix}flange_site",
+        tcp_site=f"{prefix}tcp",
+        velocity_limits=tuple(float(v) for v in RIZON4S_VEL_LIMITS),
+    )
+
+
+def _add_base(parent: mujoco.MjsBody, prefix: str, pos: Vec3, quat: Quat) -> mujoco.MjsBody:
+    """Add the arm's base body with its collision and visual cylinders."""
     base = parent.add_body(name=f"{prefix}base", pos=list(pos), quat=list(quat))
     set_inertial(base, 3.7, (0.0, 0.0, 0.07), cylinder_inertia(3.7, 0.07, 0.155))
     # A static base is welded to the world, where MuJoCo does not filter parent-child contacts,
@@ -111,44 +130,57 @@ def add_rizon4s(
         conaffinity=0,
         group=2,
     )
-    joints: list[str] = []
-    body = base
-    for i in range(7):
-        jpos, rpy = RIZON4S_JOINT_ORIGINS[i]
-        name = f"{prefix}link{i + 1}"
-        body = body.add_body(name=name, pos=list(jpos), quat=list(rpy_to_quat(rpy)))
-        body.gravcomp = 1.0
-        jname = f"{prefix}j{i + 1}"
-        body.add_joint(
-            name=jname,
-            type=mujoco.mjtJoint.mjJNT_HINGE,
-            axis=list(RIZON4S_JOINT_AXES[i]),
-            limited=mujoco.mjtLimited.mjLIMITED_TRUE,
-            range=list(RIZON4S_JOINT_RANGES[i] * scale),
-            actfrclimited=mujoco.mjtLimited.mjLIMITED_TRUE,
-            actfrcrange=[-RIZON4S_TORQUE_LIMITS[i], RIZON4S_TORQUE_LIMITS[i]],
-            actgravcomp=True,
-            armature=armature,
-            damping=[damping, 0.0, 0.0],
-            frictionloss=frictionloss,
-        )
-        joints.append(jname)
-        # The link capsule runs from this joint to the next joint (or the flange).
-        seg = np.array(RIZON4S_JOINT_ORIGINS[i + 1][0])
-        radius = RIZON4S_LINK_RADII[i]
-        length = float(np.linalg.norm(seg))
-        body.add_geom(
-            name=f"{name}_geom",
-            type=mujoco.mjtGeom.mjGEOM_CAPSULE,
-            fromto=[0.0, 0.0, 0.0, *seg],
-            size=[radius, 0.0, 0.0],
-            rgba=list(_ARM_RGBA if i % 2 == 0 else (0.97, 0.97, 0.97, 1.0)),
-        )
-        mass = float(RIZON4S_LINK_MASSES[i])
-        set_inertial(body, mass, list(0.5 * seg), cylinder_inertia(mass, radius, length))
-        body.iquat = list(_segment_quat(seg))
+    return base
+
+
+def _add_link(
+    parent: mujoco.MjsBody,
+    prefix: str,
+    i: int,
+    scale: float,
+    armature: float,
+    damping: float,
+    frictionloss: float,
+) -> mujoco.MjsBody:
+    """Add link ``i + 1`` under ``parent`` with its joint ``j{i + 1}`` and its capsule."""
+    jpos, rpy = RIZON4S_JOINT_ORIGINS[i]
+    name = f"{prefix}link{i + 1}"
+    body = parent.add_body(name=name, pos=list(jpos), quat=list(rpy_to_quat(rpy)))
+    body.gravcomp = 1.0
+    body.add_joint(
+        name=f"{prefix}j{i + 1}",
+        type=mujoco.mjtJoint.mjJNT_HINGE,
+        axis=list(RIZON4S_JOINT_AXES[i]),
+        limited=mujoco.mjtLimited.mjLIMITED_TRUE,
+        range=list(RIZON4S_JOINT_RANGES[i] * scale),
+        actfrclimited=mujoco.mjtLimited.mjLIMITED_TRUE,
+        actfrcrange=[-RIZON4S_TORQUE_LIMITS[i], RIZON4S_TORQUE_LIMITS[i]],
+        actgravcomp=True,
+        armature=armature,
+        damping=[damping, 0.0, 0.0],
+        frictionloss=frictionloss,
+    )
+    # The link capsule runs from this joint to the next joint (or the flange).
+    seg = np.array(RIZON4S_JOINT_ORIGINS[i + 1][0])
+    radius = RIZON4S_LINK_RADII[i]
+    length = float(np.linalg.norm(seg))
+    body.add_geom(
+        name=f"{name}_geom",
+        type=mujoco.mjtGeom.mjGEOM_CAPSULE,
+        fromto=[0.0, 0.0, 0.0, *seg],
+        size=[radius, 0.0, 0.0],
+        rgba=list(_ARM_RGBA if i % 2 == 0 else (0.97, 0.97, 0.97, 1.0)),
+    )
+    mass = float(RIZON4S_LINK_MASSES[i])
+    set_inertial(body, mass, list(0.5 * seg), cylinder_inertia(mass, radius, length))
+    body.iquat = list(_segment_quat(seg))
+    return body
+
+
+def _add_flange(parent: mujoco.MjsBody, prefix: str, tcp_offset: float) -> None:
+    """Add the flange under the last link, with its site and the TCP site ``tcp_offset`` out."""
     fpos, frpy = RIZON4S_JOINT_ORIGINS[7]
-    flange = body.add_body(name=f"{prefix}flange", pos=list(fpos), quat=list(rpy_to_quat(frpy)))
+    flange = parent.add_body(name=f"{prefix}flange", pos=list(fpos), quat=list(rpy_to_quat(frpy)))
     flange.gravcomp = 1.0
     set_inertial(flange, 0.05, (0.0, 0.0, -0.005), cylinder_inertia(0.05, 0.04, 0.01))
     flange.add_geom(
@@ -163,12 +195,3 @@ def add_rizon4s(
     )
     flange.add_site(name=f"{prefix}flange_site", size=[0.005, 0.0, 0.0])
     flange.add_site(name=f"{prefix}tcp", pos=[0.0, 0.0, tcp_offset], size=[0.008, 0.0, 0.0])
-    return ArmNames(
-        robot=RIZON4S_NAME,
-        base=f"{prefix}base",
-        joints=tuple(joints),
-        flange=f"{prefix}flange",
-        flange_site=f"{prefix}flange_site",
-        tcp_site=f"{prefix}tcp",
-        velocity_limits=tuple(float(v) for v in RIZON4S_VEL_LIMITS),
-    )
