@@ -176,6 +176,28 @@ def add_wuji_hand(
         raise ValueError(f"side must be 'right' or 'left', got {side!r}")
     mirror = side == "left"
     scale = angle_scale(parent)
+    palm = _add_palm(parent, prefix, pos, quat, mirror, gravcomp)
+    bodies: list[str] = [palm.name]
+    joints: list[str] = []
+    tips: list[str] = []
+    for finger in range(1, FINGERS + 1):
+        links, finger_joints, tip = _add_finger(palm, prefix, finger, mirror, scale, gravcomp)
+        bodies += links
+        joints += finger_joints
+        tips.append(tip)
+    return HandNames(
+        robot=WUJI_HAND_NAME,
+        joints=tuple(joints),
+        tip_sites=tuple(tips),
+        palm_site=f"{prefix}palm",
+        bodies=tuple(bodies),
+    )
+
+
+def _add_palm(
+    parent: mujoco.MjsBody, prefix: str, pos: Vec3, quat: Quat, mirror: bool, gravcomp: float
+) -> mujoco.MjsBody:
+    """Add the palm body with its box and its ``{prefix}palm`` site on the front face."""
     palm = parent.add_body(name=f"{prefix}palm_link", pos=list(pos), quat=list(quat))
     palm.gravcomp = gravcomp
     centre, half = _PALM_BOX
@@ -195,65 +217,65 @@ def add_wuji_hand(
     )
     front = (centre[0] + half[0], centre[1], centre[2])
     palm.add_site(name=f"{prefix}palm", pos=_mirror_pos(front, mirror), size=[0.006, 0.0, 0.0])
-    bodies: list[str] = [palm.name]
+    return palm
+
+
+def _reflects(k: int, thumb: bool, mirror: bool) -> bool:
+    """Whether link ``k``'s origin (k = 4: the tip) is reflected: the vendor's left file keeps
+    the right's 0.2 mm sideways offset of fingers 2-5's distal link and tip unreflected."""
+    return mirror and (thumb or k < 3)
+
+
+def _add_finger(
+    palm: mujoco.MjsBody, prefix: str, finger: int, mirror: bool, scale: float, gravcomp: float
+) -> tuple[list[str], list[str], str]:
+    """Add finger ``finger`` (1: the thumb) to ``palm``; returns its links, joints and tip site."""
+    thumb = finger == 1
+    if thumb:
+        links, tip, masses = _THUMB_LINKS, _THUMB_TIP, WUJI_THUMB_MASSES
+    else:
+        links = (_FINGER_BASES[finger - 2], *_FINGER_LINKS)
+        tip, masses = _FINGER_TIP, WUJI_FINGER_MASSES
+    # Each link's capsule runs to the next link's origin; the last one's to the tip.
+    ends = [links[k + 1][0] for k in range(3)] + [_tip_end(tip)]
+    names: list[str] = []
     joints: list[str] = []
-    tips: list[str] = []
-    for finger in range(1, FINGERS + 1):
-        thumb = finger == 1
-        if thumb:
-            links, tip, masses = _THUMB_LINKS, _THUMB_TIP, WUJI_THUMB_MASSES
-        else:
-            links = (_FINGER_BASES[finger - 2], *_FINGER_LINKS)
-            tip, masses = _FINGER_TIP, WUJI_FINGER_MASSES
-        # Each link's capsule runs to the next link's origin; the last one's to the tip.
-        ends = [links[k + 1][0] for k in range(3)] + [_tip_end(tip)]
-
-        def reflect(k: int, thumb: bool = thumb) -> bool:
-            """Whether link ``k``'s origin (k = 4: the tip) is reflected: the vendor's left
-            file keeps the right's 0.2 mm sideways offset of fingers 2-5's distal link and
-            tip unreflected."""
-            return mirror and (thumb or k < 3)
-
-        body = palm
-        for k in range(JOINTS_PER_FINGER):
-            link_pos, link_quat = links[k]
-            name = f"{prefix}finger{finger}_link{k + 1}"
-            body = body.add_body(
-                name=name,
-                pos=_mirror_pos(link_pos, reflect(k)),
-                quat=_mirror_quat(link_quat, mirror),
-            )
-            body.gravcomp = gravcomp
-            end = _mirror_pos(ends[k], reflect(k + 1))
-            _inertial(body, masses[k], end)
-            if k > 0 or thumb:
-                _capsule(body, f"{name}_geom", end, _CONTACT[min(k, 2)])
-            axis = list(_AXIS)
-            if mirror and not thumb and k == ABDUCTION_JOINT:
-                axis = [-a for a in axis]
-            joint = body.add_joint(
-                name=f"{prefix}finger{finger}_joint{k + 1}",
-                type=mujoco.mjtJoint.mjJNT_HINGE,
-                axis=axis,
-                limited=mujoco.mjtLimited.mjLIMITED_TRUE,
-                range=list(WUJI_HAND_JOINT_RANGES[JOINTS_PER_FINGER * (finger - 1) + k] * scale),
-                armature=0.0003,
-                damping=[0.01, 0.0, 0.0],
-            )
-            joints.append(joint.name)
-            bodies.append(name)
-        tips.append(f"{prefix}finger{finger}_tip")
-        # The fingertip site sits half a radius inside the tip.
-        shrink = 1.0 - 0.5 * WUJI_PHALANX_RADIUS / float(np.linalg.norm(tip))
-        tip_at = [shrink * t for t in tip]
-        body.add_site(name=tips[-1], pos=_mirror_pos(tip_at, reflect(4)), size=[0.004, 0.0, 0.0])
-    return HandNames(
-        robot=WUJI_HAND_NAME,
-        joints=tuple(joints),
-        tip_sites=tuple(tips),
-        palm_site=f"{prefix}palm",
-        bodies=tuple(bodies),
+    body = palm
+    for k in range(JOINTS_PER_FINGER):
+        link_pos, link_quat = links[k]
+        name = f"{prefix}finger{finger}_link{k + 1}"
+        body = body.add_body(
+            name=name,
+            pos=_mirror_pos(link_pos, _reflects(k, thumb, mirror)),
+            quat=_mirror_quat(link_quat, mirror),
+        )
+        body.gravcomp = gravcomp
+        end = _mirror_pos(ends[k], _reflects(k + 1, thumb, mirror))
+        _inertial(body, masses[k], end)
+        if k > 0 or thumb:
+            _capsule(body, f"{name}_geom", end, _CONTACT[min(k, 2)])
+        axis = list(_AXIS)
+        if mirror and not thumb and k == ABDUCTION_JOINT:
+            axis = [-a for a in axis]
+        joint = body.add_joint(
+            name=f"{prefix}finger{finger}_joint{k + 1}",
+            type=mujoco.mjtJoint.mjJNT_HINGE,
+            axis=axis,
+            limited=mujoco.mjtLimited.mjLIMITED_TRUE,
+            range=list(WUJI_HAND_JOINT_RANGES[JOINTS_PER_FINGER * (finger - 1) + k] * scale),
+            armature=0.0003,
+            damping=[0.01, 0.0, 0.0],
+        )
+        names.append(name)
+        joints.append(joint.name)
+    tip_site = f"{prefix}finger{finger}_tip"
+    # The fingertip site sits half a radius inside the tip.
+    shrink = 1.0 - 0.5 * WUJI_PHALANX_RADIUS / float(np.linalg.norm(tip))
+    tip_at = [shrink * t for t in tip]
+    body.add_site(
+        name=tip_site, pos=_mirror_pos(tip_at, _reflects(4, thumb, mirror)), size=[0.004, 0.0, 0.0]
     )
+    return names, joints, tip_site
 
 
 def _per_joint(value: float | Sequence[float], n: int, label: str) -> np.ndarray:
