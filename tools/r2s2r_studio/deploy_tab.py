@@ -45,6 +45,17 @@ class DeployTab(QWidget):
     def __init__(self, window: StudioWindow) -> None:
         super().__init__()
         self.studio = window
+        self._make_deploy_controls()
+        self._make_eval_controls()
+        left = self._controls_panel()
+        right = self._monitor_layout()
+        layout = QHBoxLayout(self)
+        layout.addWidget(left)
+        layout.addLayout(right, 1)
+        self._init_job_state()
+
+    def _make_deploy_controls(self) -> None:
+        """Create the policy, episode and recording fields and the start and stop buttons."""
         self.source = QComboBox()
         self.source.addItems(["scripted", "run", "server"])
         self.run = PathField("training run folder")
@@ -64,6 +75,9 @@ class DeployTab(QWidget):
         self.start_button.clicked.connect(self.start)
         self.stop_button = QPushButton("Stop")
         self.stop_button.clicked.connect(lambda: self._cancel("deploy"))
+
+    def _make_eval_controls(self) -> None:
+        """Create the evaluation protocol fields and its run, stop and report buttons."""
         self.protocol = QComboBox()
         self.protocol.addItems(["paper", "smoke"])
         self.protocol.setEditable(True)
@@ -77,6 +91,9 @@ class DeployTab(QWidget):
         self.eval_stop.clicked.connect(lambda: self._cancel("evaluate"))
         self.report_button = QPushButton("Open report")
         self.report_button.clicked.connect(self.open_report)
+
+    def _controls_panel(self) -> QWidget:
+        """The left panel: the deployment and evaluation controls in a form, and the status."""
         self.status = QLabel("")
         self.status.setWordWrap(True)
         form = QFormLayout()
@@ -105,7 +122,10 @@ class DeployTab(QWidget):
         left = QWidget()
         left.setLayout(form)
         left.setMaximumWidth(420)
+        return left
 
+    def _monitor_layout(self) -> QVBoxLayout:
+        """The right side: the live views, the timing plots, the safety log and the trials."""
         self.views = LiveViews()
         self.timing = QLabel("")
         self.timing.setWordWrap(True)
@@ -138,9 +158,10 @@ class DeployTab(QWidget):
         right.addWidget(self.timing)
         right.addLayout(plots, 2)
         right.addLayout(lower, 2)
-        layout = QHBoxLayout(self)
-        layout.addWidget(left)
-        layout.addLayout(right, 1)
+        return right
+
+    def _init_job_state(self) -> None:
+        """Set up the frame and trial queues the workers fill and the results they leave."""
         self.frames = Latest()
         self.frames.ready.connect(self._show_frame)
         self.trial_rows = Latest()
