@@ -56,12 +56,6 @@ class _LogBridge(QObject, logging.Handler):
 class StudioWindow(QMainWindow):
     def __init__(self, settings: QSettings | None = None) -> None:
         super().__init__()
-        from r2s2r_studio.calibration_tab import CalibrationTab
-        from r2s2r_studio.deploy_tab import DeployTab
-        from r2s2r_studio.record_tab import RecordTab
-        from r2s2r_studio.rig_tab import RigTab
-        from r2s2r_studio.train_tab import TrainTab
-
         self.setWindowTitle("r2s2r Studio")
         self.settings = settings or QSettings("r2s2r", "studio")
         self.session: RigSession | None = None
@@ -72,6 +66,25 @@ class StudioWindow(QMainWindow):
         self.snapshots = Latest()
         self.snapshots.ready.connect(self._on_snapshot)
         self.last_snapshot: RigSnapshot | None = None
+        self._add_tabs()
+        self._add_estop()
+        dock = self._add_log_dock()
+        self._add_menus(dock)
+        self._add_status_bar()
+        self.timer = QTimer(self)
+        self.timer.timeout.connect(self._tick)
+        # Plots redraw at 3 Hz at most (the views at every snapshot): on a software-rendered
+        # display the plots, not the views, cost the most.
+        self.timer.start(PLOT_PERIOD_MS)
+        self.restore_settings()
+
+    def _add_tabs(self) -> None:
+        """Create the five tabs and make their tab widget the central one."""
+        from r2s2r_studio.calibration_tab import CalibrationTab
+        from r2s2r_studio.deploy_tab import DeployTab
+        from r2s2r_studio.record_tab import RecordTab
+        from r2s2r_studio.rig_tab import RigTab
+        from r2s2r_studio.train_tab import TrainTab
 
         self.tabs = QTabWidget()
         self.rig_tab = RigTab(self)
@@ -89,7 +102,9 @@ class StudioWindow(QMainWindow):
             self.tabs.addTab(tab, name)
         self.setCentralWidget(self.tabs)
 
-        # The emergency stop: a toolbar button always in view and keys that work from any tab.
+    def _add_estop(self) -> None:
+        """Add the emergency stop: a toolbar button always in view and keys that work from
+        any tab."""
         bar = QToolBar("Emergency stop")
         bar.setObjectName("estop_bar")
         bar.setMovable(False)
@@ -108,6 +123,8 @@ class StudioWindow(QMainWindow):
             shortcut.activated.connect(lambda k=key: self.emergency_stop(f"e-stop key {k}"))
             self.estop_shortcuts.append(shortcut)
 
+    def _add_log_dock(self) -> QDockWidget:
+        """Add the log dock that shows r2s2r's log records; returns it."""
         self.log_view = QPlainTextEdit()
         self.log_view.setReadOnly(True)
         self.log_view.setMaximumBlockCount(2000)
@@ -118,12 +135,18 @@ class StudioWindow(QMainWindow):
         self._log_bridge = _LogBridge()
         self._log_bridge.line.connect(self.log_view.appendPlainText)
         logging.getLogger("r2s2r").addHandler(self._log_bridge)
+        return dock
+
+    def _add_menus(self, dock: QDockWidget) -> None:
+        """Add the View menu (the log dock's toggle) and the File menu (Quit)."""
         view_menu = self.menuBar().addMenu("&View")
         view_menu.addAction(dock.toggleViewAction())
         quit_action = QAction("&Quit", self)
         quit_action.triggered.connect(self.close)
         self.menuBar().addMenu("&File").addAction(quit_action)
 
+    def _add_status_bar(self) -> None:
+        """Add the rig, safety and view-rate labels and the error line to the status bar."""
         self.rig_state = QLabel("rig: not connected")
         self.safety_state = QLabel("safety: -")
         self.fps_label = QLabel("views: - fps")
@@ -132,13 +155,6 @@ class StudioWindow(QMainWindow):
         for widget in (self.rig_state, self.safety_state, self.fps_label):
             self.statusBar().addPermanentWidget(widget)
         self.statusBar().addWidget(self.error_label, 1)
-
-        self.timer = QTimer(self)
-        self.timer.timeout.connect(self._tick)
-        # Plots redraw at 3 Hz at most (the views at every snapshot): on a software-rendered
-        # display the plots, not the views, cost the most.
-        self.timer.start(PLOT_PERIOD_MS)
-        self.restore_settings()
 
     # ------------------------------------------------------------------ settings
     def restore_settings(self) -> None:
