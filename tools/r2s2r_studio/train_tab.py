@@ -38,6 +38,23 @@ class TrainTab(QWidget):
     def __init__(self, window: StudioWindow) -> None:
         super().__init__()
         self.studio = window
+        sim_row = self._make_dataset_fields()
+        self._make_training_fields()
+        left = self._controls_panel(sim_row)
+        plots = self._plots_layout()
+        layout = QHBoxLayout(self)
+        layout.addWidget(left)
+        layout.addLayout(plots, 1)
+        self.process: TrainingProcess | None = None
+        self.reported: TrainingProcess | None = None
+        self.points = 0
+        self.timer = QTimer(self)
+        self.timer.timeout.connect(self.poll)
+        self.timer.start(500)
+
+    def _make_dataset_fields(self) -> QHBoxLayout:
+        """Create the real dataset field and the list of simulated ones; returns the row that
+        adds to and removes from that list."""
         self.real = PathField("real dataset")
         self.sim = PathField("a simulated dataset to add")
         self.sims = QListWidget()
@@ -49,6 +66,11 @@ class TrainTab(QWidget):
         sim_row.addWidget(self.sim)
         sim_row.addWidget(add)
         sim_row.addWidget(remove)
+        return sim_row
+
+    def _make_training_fields(self) -> None:
+        """Create the mixing, preset, schedule, device and run-folder fields and the launch,
+        resume and stop buttons."""
         self.use_alpha = QCheckBox("set α (share of real data per batch)")
         self.alpha = QDoubleSpinBox()
         self.alpha.setRange(0.0, 1.0)
@@ -78,6 +100,9 @@ class TrainTab(QWidget):
         self.resume_button.clicked.connect(lambda: self.launch(resume=True))
         self.stop_button = QPushButton("Stop (saves a checkpoint)")
         self.stop_button.clicked.connect(self.stop)
+
+    def _controls_panel(self, sim_row: QHBoxLayout) -> QWidget:
+        """The left panel: the datasets and training fields in a form, and the status."""
         self.status = QLabel("")
         self.status.setWordWrap(True)
         form = QFormLayout()
@@ -100,6 +125,10 @@ class TrainTab(QWidget):
         left = QWidget()
         left.setLayout(form)
         left.setMaximumWidth(460)
+        return left
+
+    def _plots_layout(self) -> QVBoxLayout:
+        """The loss and learning-rate plots, one above the other."""
         self.loss_plot = pg.PlotWidget(title="loss")
         self.lr_plot = pg.PlotWidget(title="learning rate")
         for plot in (self.loss_plot, self.lr_plot):
@@ -111,15 +140,7 @@ class TrainTab(QWidget):
         plots = QVBoxLayout()
         plots.addWidget(self.loss_plot)
         plots.addWidget(self.lr_plot)
-        layout = QHBoxLayout(self)
-        layout.addWidget(left)
-        layout.addLayout(plots, 1)
-        self.process: TrainingProcess | None = None
-        self.reported: TrainingProcess | None = None
-        self.points = 0
-        self.timer = QTimer(self)
-        self.timer.timeout.connect(self.poll)
-        self.timer.start(500)
+        return plots
 
     def restore(self, s: QSettings) -> None:
         self.real.setText(str(s.value("train/real", "")))
