@@ -49,6 +49,22 @@ class RecordTab(QWidget):
     def __init__(self, window: StudioWindow) -> None:
         super().__init__()
         self.studio = window
+        form = self._session_form()
+        left_box = self._episodes_panel(form)
+        right = self._views_layout()
+        layout = QHBoxLayout(self)
+        layout.addWidget(left_box)
+        layout.addLayout(right, 1)
+        self.frames = Latest()
+        self.frames.ready.connect(self._show_frame)
+        self.playback: EpisodePlayback | None = None
+        self.result: RecordResult | None = None
+        self.takes = 0
+        self._set_recording(False)
+
+    def _session_form(self) -> QFormLayout:
+        """The recording session's fields, its open and end buttons, the take keys and the
+        status, in a form."""
         self.out = PathField("dataset folder (created or continued)")
         self.episodes = QSpinBox()
         self.episodes.setRange(1, 10_000)
@@ -84,6 +100,11 @@ class RecordTab(QWidget):
         form.addRow(row)
         form.addRow(keys_row)
         form.addRow(self.status)
+        return form
+
+    def _episodes_panel(self, form: QFormLayout) -> QWidget:
+        """The left panel: the session ``form`` above the recorded episodes' table and its
+        refresh and play buttons."""
         self.table = QTableWidget(0, 4)
         self.table.setHorizontalHeaderLabels(["episode", "frames", "object", "success"])
         self.table.setSelectionBehavior(QTableWidget.SelectionBehavior.SelectRows)
@@ -102,7 +123,11 @@ class RecordTab(QWidget):
         left_box = QWidget()
         left_box.setLayout(left)
         left_box.setMaximumWidth(460)
+        return left_box
 
+    def _views_layout(self) -> QGridLayout:
+        """The right side: the live views, the playback views with their scrubber and the
+        recorded actions' plot."""
         self.live = LiveViews()
         self.playback_views = LiveViews()
         self.scrubber = QSlider(Qt.Orientation.Horizontal)
@@ -119,15 +144,7 @@ class RecordTab(QWidget):
         right.addWidget(self.scrubber, 4, 0)
         right.addWidget(self.frame_label, 5, 0)
         right.addWidget(self.actions_plot, 6, 0)
-        layout = QHBoxLayout(self)
-        layout.addWidget(left_box)
-        layout.addLayout(right, 1)
-        self.frames = Latest()
-        self.frames.ready.connect(self._show_frame)
-        self.playback: EpisodePlayback | None = None
-        self.result: RecordResult | None = None
-        self.takes = 0
-        self._set_recording(False)
+        return right
 
     def restore(self, s: QSettings) -> None:
         self.out.setText(str(s.value("record/out", "")))
