@@ -240,26 +240,58 @@ class Trainer:
         self.out = Path(out)
         self.rank, self.world_size = _distributed()
         saved = self.out / ckpt.CONFIG_FILE
-        run: dict[str, Any] = {}
+        run = self._saved_run(saved, resume)
+        if resume:
+            cfg = _resumed_cfg(cfg, run, saved)
+        self.cfg = cfg
+        self.policy_cfg = self._policy_cfg(run, saved)
+        self.device = resolve_device(cfg.device)
+        self._open_data(run, saved)
+        self._build_model()
+        self.step = 0
+        self.norm: NormStats
+        last = ckpt.latest_checkpoint(self.out) if resume else None
+        if last is not None:
+            self._restore(ckpt.load_checkpoint(last))
+        else:
+            self._start(saved)
+        pc = self.policy_cfg
+        self.collate = Collate(
+            self.codec, self.norm, pc.max_state_dim, pc.max_action_dim, pc.image_size
+        )
+        self.validation = self._validation()
+        self._loss = self._loss_module()
+
+    def _saved_run(self, saved: Path, resume: bool) -> dict[str, Any]:
+        """The run config ``saved`` holds when resuming (empty when not); refuses to resume
+        a folder without one or to start over a folder that holds a run."""
         if resume:
             if not saved.is_file():
                 raise PolicyError(f"{self.out}: nothing to resume ({ckpt.CONFIG_FILE} missing)")
-            run = ckpt.read_json(saved)
-            cfg = _resumed_cfg(cfg, run, saved)
-        elif saved.is_file() and ckpt.latest_checkpoint(self.out) is not None:
+            return ckpt.read_json(saved)
+        if saved.is_file() and ckpt.latest_checkpoint(self.out) is not None:
             raise PolicyError(
                 f"{self.out}: already holds a training run; pass --resume to continue it, or "
                 "choose another --out"
             )
-        self.cfg = cfg
+        return {}
+
+    def _policy_cfg(self, run: dict[str, Any], saved: Path) -> PolicyCfg:
+        """The policy to train: the one ``run`` started with, else the preset's; with domain
+        conditioning where the training config asks for it."""
         if run:
             # The policy the run started with, even if its preset file changed since.
-            self.policy_cfg = PolicyCfg.from_dict(run["policy"], source=str(saved))
+            policy_cfg = PolicyCfg.from_dict(run["policy"], source=str(saved))
         else:
-            self.policy_cfg = load_policy_cfg(cfg.preset)
-        if cfg.domain_conditioning:
-            self.policy_cfg = self.policy_cfg.replace(domain_conditioning=True)
-        self.device = resolve_device(cfg.device)
+            policy_cfg = load_policy_cfg(self.cfg.preset)
+        if self.cfg.domain_conditioning:
+            policy_cfg = policy_cfg.replace(domain_conditioning=True)
+        return policy_cfg
+
+    def _open_data(self, run: dict[str, Any], saved: Path) -> None:
+        """Open the mixture and its action codec, and check both fit the policy (and the
+        resumed ``run``)."""
+        cfg = self.cfg
         self.mixture = open_mixture(cfg, self.policy_cfg)
         self.contract = self.mixture.contract
         if self.policy_cfg.domain_conditioning and len(self.mixture.domains) > (
@@ -283,6 +315,10 @@ class Trainer:
                     f"the datasets' {what} has {need} entries, more than the policy's "
                     f"max_{what}_dim {have} (preset {cfg.preset!r})"
                 )
+
+    def _build_model(self) -> None:
+        """Build the seeded model, its optimizer and its EMA weights."""
+        cfg = self.cfg
         if self.device.type == "cpu":
             # On a CPU, PyTorch's default kernels of some backward passes differ in the last
             # bits from run to run on more than one thread (two straight 20-step runs of the
@@ -301,36 +337,37 @@ class Trainer:
             weight_decay=cfg.weight_decay,
         )
         self.ema = {n: p.detach().clone() for n, p in self.params.items()}
-        self.step = 0
-        self.norm: NormStats
-        last = ckpt.latest_checkpoint(self.out) if resume else None
-        if last is not None:
-            self._restore(ckpt.load_checkpoint(last))
-        else:
-            if cfg.init is not None:
-                self._init_from(cfg.init)
-            self.norm = fit_stats(self.mixture, self.codec, cfg.stats_windows, cfg.seed)
-            if self.rank == 0:
-                self.out.mkdir(parents=True, exist_ok=True)
-                ckpt.write_json(saved, self.run_config())
-                (self.out / METRICS_FILE).unlink(missing_ok=True)
-        pc = self.policy_cfg
-        self.collate = Collate(
-            self.codec, self.norm, pc.max_state_dim, pc.max_action_dim, pc.image_size
-        )
-        self.validation: Validation | None = None
-        if cfg.val_episodes and cfg.real is not None and self.rank == 0:
-            held_out = real_split(cfg, self.mixture.datasets[0].dataset)[1]
-            data = window_dataset(cfg, self.policy_cfg, cfg.real, held_out)
-            self.validation = Validation(
-                data, self.collate, cfg.val_windows, cfg.batch_size, cfg.seed
-            )
-        self._loss: nn.Module = _Loss(self.model)
+
+    def _start(self, saved: Path) -> None:
+        """Start a new run: load the initial weights, fit the normalization and (on rank 0)
+        write the run config to ``saved`` and clear old metrics."""
+        cfg = self.cfg
+        if cfg.init is not None:
+            self._init_from(cfg.init)
+        self.norm = fit_stats(self.mixture, self.codec, cfg.stats_windows, cfg.seed)
+        if self.rank == 0:
+            self.out.mkdir(parents=True, exist_ok=True)
+            ckpt.write_json(saved, self.run_config())
+            (self.out / METRICS_FILE).unlink(missing_ok=True)
+
+    def _validation(self) -> Validation | None:
+        """The held-out real episodes' validation (rank 0 only), if the config asks for one."""
+        cfg = self.cfg
+        if not (cfg.val_episodes and cfg.real is not None and self.rank == 0):
+            return None
+        held_out = real_split(cfg, self.mixture.datasets[0].dataset)[1]
+        data = window_dataset(cfg, self.policy_cfg, cfg.real, held_out)
+        return Validation(data, self.collate, cfg.val_windows, cfg.batch_size, cfg.seed)
+
+    def _loss_module(self) -> nn.Module:
+        """The model's loss, wrapped for data-parallel training on more than one rank."""
+        loss: nn.Module = _Loss(self.model)
         if self.world_size > 1:
             from torch.nn.parallel import DistributedDataParallel
 
             ids = [self.device.index] if self.device.type == "cuda" else None
-            self._loss = DistributedDataParallel(self._loss, device_ids=ids)
+            loss = DistributedDataParallel(loss, device_ids=ids)
+        return loss
 
     # ------------------------------------------------------------------ state
     def run_config(self) -> dict[str, Any]:
