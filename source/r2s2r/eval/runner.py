@@ -240,32 +240,12 @@ def evaluate(
     ``setup.workers`` > 1 or ``setup.ray``, the trials run in workers that open their own
     policy and twin from ``spawn`` (a ``r2s2r.eval.parallel.TwinTrials``); their lines are
     logged in trial order, as one process logs them."""
-    if rigs.kind != setup.rig:
-        raise EvalError(f"the setup names rig {setup.rig!r} but the rig session is {rigs.kind!r}")
-    if setup.scaled_out and not RIGS.get(setup.rig).parallel:
-        raise EvalError(
-            f"--workers {setup.workers}"
-            + (f" --ray {setup.ray}" if setup.ray else "")
-            + f": trials run at once only on the twin; the {setup.rig} rig runs one trial at a "
-            "time (--workers 1, no --ray)"
-        )
-    if setup.scaled_out and spawn is None:
-        raise EvalError("trials in workers need a spawn spec (how a worker opens its policy)")
+    _check_setup(setup, rigs, spawn)
     stride = video_every(setup.video)
     full = trial_list(setup.protocol, setup.protocol_seed)
     planned = select_trials(full, setup.trials)
     out = Path(setup.out)
-    info = EvalInfo(
-        protocol=setup.protocol.name,
-        protocol_seed=setup.protocol_seed,
-        rig=setup.rig,
-        trials_planned=len(planned),
-        policy=source.info,
-        runtime=setup.runtime.model_dump(mode="json"),
-        version=__version__,
-        cell=setup.cell,
-        instances=setup.instances,
-    )
+    info = _eval_info(setup, source, planned)
     before = _existing(out, info, full)
     if before is not None:
         # A continued evaluation keeps its eval.json (its version too); only a longer list
@@ -291,25 +271,8 @@ def evaluate(
         if before is None or before.info != info:
             write_eval_info(out, info)
 
-    def played() -> Iterator[TrialRecord | None]:
-        """The trials' records in trial order, None where the run was stopped."""
-        if setup.scaled_out:
-            from r2s2r.eval.parallel import run_in_workers
-
-            assert spawn is not None  # Checked above.
-            yield from run_in_workers(setup, spawn, todo, run, first, stop)
-            return
-        for i, trial in enumerate(todo):
-            if stop():
-                yield None
-                return
-            prepared = run.prepare(trial)
-            if i == 0:
-                first()
-            yield run.trial(trial, prepared, stop)
-
     try:
-        for done in played():
+        for done in _played(setup, spawn, todo, run, first, stop):
             if done is None:
                 cancelled = True
                 break
@@ -322,6 +285,63 @@ def evaluate(
         write_eval_info(out, info)
     records = tuple(r for t in planned if (r := logged.get(t.index)) is not None)
     return EvalResult(out, info, planned, records, ran, cancelled)
+
+
+def _check_setup(setup: EvalSetup, rigs: RigSession, spawn: TwinTrials | None) -> None:
+    """Refuse a setup whose rig is not the session's, or that runs trials at once where it
+    cannot (not on the twin, or without a spawn spec)."""
+    if rigs.kind != setup.rig:
+        raise EvalError(f"the setup names rig {setup.rig!r} but the rig session is {rigs.kind!r}")
+    if setup.scaled_out and not RIGS.get(setup.rig).parallel:
+        raise EvalError(
+            f"--workers {setup.workers}"
+            + (f" --ray {setup.ray}" if setup.ray else "")
+            + f": trials run at once only on the twin; the {setup.rig} rig runs one trial at a "
+            "time (--workers 1, no --ray)"
+        )
+    if setup.scaled_out and spawn is None:
+        raise EvalError("trials in workers need a spawn spec (how a worker opens its policy)")
+
+
+def _eval_info(setup: EvalSetup, source: PolicySource, planned: tuple[Trial, ...]) -> EvalInfo:
+    """What ``eval.json`` says of an evaluation of ``planned`` by ``setup`` and ``source``."""
+    return EvalInfo(
+        protocol=setup.protocol.name,
+        protocol_seed=setup.protocol_seed,
+        rig=setup.rig,
+        trials_planned=len(planned),
+        policy=source.info,
+        runtime=setup.runtime.model_dump(mode="json"),
+        version=__version__,
+        cell=setup.cell,
+        instances=setup.instances,
+    )
+
+
+def _played(
+    setup: EvalSetup,
+    spawn: TwinTrials | None,
+    todo: list[Trial],
+    run: _Run,
+    first: Callable[[], None],
+    stop: Callable[[], bool],
+) -> Iterator[TrialRecord | None]:
+    """The records of the trials ``todo`` in trial order, None where the run was stopped;
+    ``first()`` is called before the first record."""
+    if setup.scaled_out:
+        from r2s2r.eval.parallel import run_in_workers
+
+        assert spawn is not None  # Checked by _check_setup.
+        yield from run_in_workers(setup, spawn, todo, run, first, stop)
+        return
+    for i, trial in enumerate(todo):
+        if stop():
+            yield None
+            return
+        prepared = run.prepare(trial)
+        if i == 0:
+            first()
+        yield run.trial(trial, prepared, stop)
 
 
 def _existing(out: Path, info: EvalInfo, full: tuple[Trial, ...]) -> TrialLog | None:
