@@ -57,7 +57,20 @@ class Stage:
 
 def plan(cfg: StudyCfg, rig: Rig = "twin") -> list[Stage]:
     """The study's stages in running order (see the module docstring)."""
-    size = cfg.image_size
+    stages = [
+        *_record_stages(cfg, rig),
+        *_generate_stages(cfg),
+        *_train_stages(cfg),
+        *_eval_stages(cfg, rig),
+        *_latent_stages(cfg),
+    ]
+    evals = tuple(s.name for s in stages if s.kind in ("eval", "latent"))
+    stages.append(Stage("report", "report", "report", evals, {"seed": cfg.seed}))
+    return stages
+
+
+def _record_stages(cfg: StudyCfg, rig: Rig) -> list[Stage]:
+    """Recording the real dataset, and grounding the world where the study grounds it."""
     stages = [
         Stage(
             "record",
@@ -67,7 +80,7 @@ def plan(cfg: StudyCfg, rig: Rig = "twin") -> list[Stage]:
                 "rig": rig,
                 "seed": cfg.seed,
                 "cell": cfg.cell,
-                "image_size": size,
+                "image_size": cfg.image_size,
                 **cfg.real.model_dump(mode="json"),
             },
         )
@@ -86,6 +99,12 @@ def plan(cfg: StudyCfg, rig: Rig = "twin") -> list[Stage]:
                 },
             )
         )
+    return stages
+
+
+def _generate_stages(cfg: StudyCfg) -> list[Stage]:
+    """Generating each simulated dataset (one reading the grounded world depends on it)."""
+    stages: list[Stage] = []
     gen = cfg.generation
     for name in gen.datasets:
         world, behavior = name.split("-")
@@ -94,14 +113,19 @@ def plan(cfg: StudyCfg, rig: Rig = "twin") -> list[Stage]:
             "world": world,
             "behavior": behavior,
             "seed": cfg.seed,
-            "image_size": size,
+            "image_size": cfg.image_size,
             "episodes": gen.episodes,
             "max_attempts": gen.max_attempts,
             "planner": gen.planner,
         }
         stages.append(Stage(f"generate:{name}", "generate", f"sim/{name}", deps, params))
+    return stages
+
+
+def _train_stages(cfg: StudyCfg) -> list[Stage]:
+    """Training each policy on its datasets (after the study policy it starts from)."""
+    stages: list[Stage] = []
     train = cfg.training.model_dump(mode="json")
-    ev = cfg.evaluation.model_dump(mode="json")
     for policy, entry in cfg.policies.items():
         init = entry.init if entry.init is not None else cfg.training.init
         from_study = init is not None and str(init) in cfg.policies
@@ -122,33 +146,47 @@ def plan(cfg: StudyCfg, rig: Rig = "twin") -> list[Stage]:
             "seed": cfg.seed,
         }
         stages.append(Stage(f"train:{policy}", "train", f"runs/{policy}", deps, params))
+    return stages
+
+
+def _eval_stages(cfg: StudyCfg, rig: Rig) -> list[Stage]:
+    """Evaluating each evaluated policy on ``rig``."""
+    stages: list[Stage] = []
+    ev = cfg.evaluation.model_dump(mode="json")
     for policy in cfg.evaluated:
         params = {
             "rig": rig,
             "cell": cfg.cell,
             "seed": cfg.seed,
-            "image_size": size,
+            "image_size": cfg.image_size,
             **{k: v for k, v in ev.items() if k not in ("workers", "latent")},
         }
         stages.append(
             Stage(f"eval:{policy}", "eval", f"eval/{policy}", (f"train:{policy}",), params)
         )
-    if cfg.evaluation.latent and cfg.evaluation.video != "none" and gen.datasets:
-        for policy in cfg.evaluated:
-            entry = cfg.policies[policy]
-            # The real-only policy is compared with every simulated dataset of the study.
-            pool = () if entry.sims else tuple(f"generate:{d}" for d in gen.datasets)
-            stages.append(
-                Stage(
-                    f"latent:{policy}",
-                    "latent",
-                    f"eval/{policy}/latent",
-                    (f"eval:{policy}", *pool),
-                    {"seed": cfg.seed, "device": cfg.evaluation.device},
-                )
+    return stages
+
+
+def _latent_stages(cfg: StudyCfg) -> list[Stage]:
+    """Comparing each evaluated policy's latents on real and simulated data, where the study
+    asks for it, records videos and generates data."""
+    gen = cfg.generation
+    if not (cfg.evaluation.latent and cfg.evaluation.video != "none" and gen.datasets):
+        return []
+    stages: list[Stage] = []
+    for policy in cfg.evaluated:
+        entry = cfg.policies[policy]
+        # The real-only policy is compared with every simulated dataset of the study.
+        pool = () if entry.sims else tuple(f"generate:{d}" for d in gen.datasets)
+        stages.append(
+            Stage(
+                f"latent:{policy}",
+                "latent",
+                f"eval/{policy}/latent",
+                (f"eval:{policy}", *pool),
+                {"seed": cfg.seed, "device": cfg.evaluation.device},
             )
-    evals = tuple(s.name for s in stages if s.kind in ("eval", "latent"))
-    stages.append(Stage("report", "report", "report", evals, {"seed": cfg.seed}))
+        )
     return stages
 
 
