@@ -50,24 +50,27 @@ def run(recorded_demos: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _train(recorded_demos, tmp_path_factory.mktemp("learned"))
 
 
+def _train_tiny_with(demos: Path, tmp: Path, **changes: bool) -> Path:
+    """A run of the tiny preset with ``changes`` made to it (an extra input switched on)."""
+    preset = tmp / "tiny_variant.yaml"
+    cfg = load_policy_cfg("tiny").replace(**changes)
+    preset.write_text(yaml.safe_dump(cfg.model_dump(mode="json")))
+    return _train(demos, tmp, preset)
+
+
 @pytest.fixture(scope="module")
 def belt_run(recorded_demos: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny preset with the belt speed token."""
-    tmp = tmp_path_factory.mktemp("learned_belt")
-    preset = tmp / "tiny_belt.yaml"
-    cfg = load_policy_cfg("tiny").replace(belt_speed=True)
-    preset.write_text(yaml.safe_dump(cfg.model_dump(mode="json")))
-    return _train(recorded_demos, tmp, preset)
+    return _train_tiny_with(
+        recorded_demos, tmp_path_factory.mktemp("learned_belt"), belt_speed=True
+    )
 
 
 @pytest.fixture(scope="module")
 def object_run(recorded_demos: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny preset with the (diagnostic) object-pose token."""
     tmp = tmp_path_factory.mktemp("learned_object")
-    preset = tmp / "tiny_object.yaml"
-    cfg = load_policy_cfg("tiny").replace(object_pose=True)
-    preset.write_text(yaml.safe_dump(cfg.model_dump(mode="json")))
-    return _train(recorded_demos, tmp, preset)
+    return _train_tiny_with(recorded_demos, tmp, object_pose=True)
 
 
 def _twin(seed: int) -> TwinRig:

@@ -92,9 +92,10 @@ class RigKind:
 
 
 def _open_twin(options: RigOptions) -> TwinRig:
-    from r2s2r.rig.twin import TwinCfg, TwinRig
+    from r2s2r.rig.twin import TwinRig
 
-    cfg = TwinCfg(
+    # TwinRig's keywords are TwinCfg's fields: it builds and validates the config once.
+    return TwinRig(
         seed=options.seed,
         world=options.world,
         realtime=options.realtime,
@@ -104,7 +105,6 @@ def _open_twin(options: RigOptions) -> TwinRig:
         views=options.views,
         cell=options.cell,
     )
-    return TwinRig.from_cfg(cfg)
 
 
 def _supervise_twin(rig: Rig) -> SafetySupervisor:
