@@ -596,9 +596,10 @@ def test_manus_glove_reads_its_side_from_a_real_bridge_socket_and_refuses_other_
 
     def bridge() -> None:
         # A subscriber misses what is sent before it has joined, so the bridge keeps
-        # publishing, the other glove's message first (the right glove must skip it).
+        # publishing, the other glove's message last: a glove that kept the newest message
+        # whatever its side would hold the left hand's.
         while not stop.is_set():
-            for message in (left, right):
+            for message in (right, left):
                 pub.send_multipart([b"", json.dumps(message).encode()])
             stop.wait(0.01)
 
