@@ -323,6 +323,31 @@ def test_the_object_pose_token_conditions_the_chunk_and_must_be_given() -> None:
     assert build_model(CFG).object is None
 
 
+def test_a_policy_without_views_ignores_them_and_has_no_image_encoder() -> None:
+    torch.manual_seed(0)
+    cfg = CFG.replace(views=False, object_pose=True)
+    model = build_model(cfg)
+    assert model.image is None
+    counts = model.parameter_counts()
+    assert counts["backbone"] == counts["backbone_lora"] == 0
+    pose = torch.tensor([[-0.4, 0.02, 0.85, 1.0, 0.0, 0.0, 0.0]] * 2)
+    batch = {**make_batch(cfg, b=2), "object_pose": pose}
+    noise = torch.randn(2, cfg.action_horizon, cfg.max_action_dim)
+    here = model.sample(batch, noise=noise)
+    # Other pixels, the same chunk; another pose, another chunk.
+    other = {**batch, "images": 255 - batch["images"]}
+    assert torch.equal(model.sample(other, noise=noise), here)
+    moved = {**batch, "object_pose": pose + torch.tensor([0.3] + [0.0] * 6)}
+    assert not torch.allclose(model.sample(moved, noise=noise), here, atol=1e-4)
+    loss, _ = model.loss(batch)
+    loss.backward()
+    assert all(
+        p.grad is not None
+        for p in model.parameters()
+        if p.requires_grad and not any(p is q for q in model.task.text.parameters())
+    )
+
+
 def test_instructions_are_encoded_once(model: FlowMatchingPolicy) -> None:
     text = model.task.text
     text.cache.clear()

@@ -134,6 +134,11 @@ class PolicyCfg(Spec):
     # truth). The real cell has no such reading, so no recipe uses it: it says whether a
     # policy that is told where the object is learns the rest of the task.
     object_pose: bool = False
+    # Diagnosis only: False builds no image encoder and ignores the batch's views. With
+    # ``object_pose`` it makes a policy that is told everything the scripted operator knows
+    # (the object's pose, the belt's speed, its own proprio): whether the action half of the
+    # recipe fits the demonstrations, apart from perception, at a fraction of the cost.
+    views: bool = True
 
     @model_validator(mode="after")
     def _check(self) -> PolicyCfg:

@@ -94,7 +94,11 @@ class FlowMatchingPolicy(nn.Module):
         self.cfg = cfg
         self.num_embodiments = num_embodiments
         d, heads, ratio = cfg.width, cfg.heads, cfg.mlp_ratio
-        self.image = image_encoder(cfg.backbone, cfg.image_size, d, cfg.max_views, cfg.view_grid)
+        self.image = (
+            image_encoder(cfg.backbone, cfg.image_size, d, cfg.max_views, cfg.view_grid)
+            if cfg.views
+            else None
+        )
         self.task = TaskEncoder(cfg.text, d, heads, cfg.resampler_layers, ratio)
         self.proprio = ProprioEncoder(
             num_embodiments, cfg.max_state_dim, cfg.state_history, d, heads,
@@ -219,10 +223,11 @@ class FlowMatchingPolicy(nn.Module):
         device = self.action_pos.device
         ids = batch["embodiment_id"].to(device)
         parts = [
-            self.image(batch["images"].to(device)),
             self.task(list(batch["task"])),
             self.proprio(batch["state"].to(device), batch["state_is_pad"].to(device), ids),
         ]
+        if self.image is not None:
+            parts.insert(0, self.image(batch["images"].to(device)))
         if self.domain is not None:
             parts.append(self.domain(batch["domain_id"].to(device))[:, None])
         if self.belt is not None:
@@ -383,15 +388,17 @@ class FlowMatchingPolicy(nn.Module):
         """Recompute block activations in the backward pass (backbone and both stacks)."""
         self.obs.checkpointing = enabled
         self.act.checkpointing = enabled
-        self.image.set_grad_checkpointing(enabled)
+        if self.image is not None:
+            self.image.set_grad_checkpointing(enabled)
 
     def parameter_counts(self) -> dict[str, int]:
         """Parameters by part: ``backbone`` (the ViT's weights, frozen unless trained whole),
         ``backbone_lora``, ``text`` (frozen text tower), ``policy`` (everything trained from
         scratch), and the ``total`` and ``trainable`` sums."""
-        lora = {id(p) for p in self.image.lora_parameters()}
+        image = self.image
+        lora = {id(p) for p in image.lora_parameters()} if image is not None else set()
         text = {id(p) for p in self.task.text.parameters()}
-        vit = {id(p) for p in self.image.backbone_parameters()}
+        vit = {id(p) for p in image.backbone_parameters()} if image is not None else set()
         counts = dict.fromkeys(("backbone", "backbone_lora", "text", "policy"), 0)
         for p in self.parameters():
             key = (
