@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-import cv2
 import mujoco
 import numpy as np
 
@@ -39,7 +38,9 @@ from r2s2r.data import CameraCfg, Dataset, DatasetCfg, DatasetWriter, VideoCfg
 from r2s2r.data.config import ACTION_KEY, ENV_STATE_KEY, EPISODE_META_FIELDS, STATE_KEY
 from r2s2r.sim.camera import FisheyeRemap, Intrinsics
 from r2s2r.sim.env import PickSortEnv
+from r2s2r.sim.physics import make_physics
 from r2s2r.sim.render import plan_cameras
+from r2s2r.sim.replay import StateRenderer
 from r2s2r.sim.scene import OBJECT_PREFIX
 from r2s2r.spec import Spec
 from r2s2r.spec.base import PosInt
@@ -128,6 +129,7 @@ class StateReplay:
             for p in plans
             if p.pinhole is not None
         )
+        self._plans = {p.name: p for p in plans}
         self.size = size
         self.body_names = tuple(self.model.body(i).name for i in range(self.model.nbody))
         self._cam_ids = {v.name: self.model.camera(v.name).id for v in self.views}
@@ -194,11 +196,7 @@ class StateReplay:
                     f"camera {view.name!r}: expected a ({h}, {w}, 3) uint8 render, got "
                     f"{img.shape} {img.dtype}"
                 )
-            if view.remap is not None:
-                img = view.remap(img)
-            if view.exposure != 1.0:
-                img = cv2.convertScaleAbs(img, alpha=view.exposure)
-            out[view.name] = img
+            out[view.name] = self._plans[view.name].deliver(img)
         return out
 
     def close(self) -> None:
@@ -206,34 +204,20 @@ class StateReplay:
 
 
 class MujocoFrameRenderer:
-    """MuJoCo's rasterizer behind ``FrameRenderer``: each frame's qpos in the replay's model,
-    whose cameras ``StateReplay`` configured."""
+    """MuJoCo's rasterizer behind ``FrameRenderer``: each frame's qpos rendered in the replay's
+    model, whose cameras ``StateReplay`` configured, by ``r2s2r.sim.replay.StateRenderer``."""
 
     def __init__(self, replay: StateReplay) -> None:
         self.model = replay.model
         self.views = replay.views
-        self._data = mujoco.MjData(self.model)
-        self._renderers: dict[tuple[int, int], mujoco.Renderer] = {}
-        for view in self.views:
-            w, h = view.size
-            if (w, h) not in self._renderers:
-                self._renderers[(w, h)] = mujoco.Renderer(self.model, height=h, width=w)
+        # A physics of its own: the frame's qpos at rest, nothing else of the replay's episode.
+        self._states = StateRenderer(make_physics("mujoco", self.model), replay.world)
 
     def render(self, frame: SceneFrame) -> dict[str, np.ndarray]:
-        data = self._data
-        data.qpos[:] = frame.qpos
-        mujoco.mj_forward(self.model, data)
-        out = {}
-        for view in self.views:
-            renderer = self._renderers[view.size]
-            renderer.update_scene(data, camera=view.name)
-            out[view.name] = renderer.render()
-        return out
+        return self._states.pinhole(frame.qpos)
 
     def close(self) -> None:
-        for r in self._renderers.values():
-            r.close()
-        self._renderers.clear()
+        self._states.close()
 
 
 @dataclass(frozen=True)

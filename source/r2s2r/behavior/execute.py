@@ -18,9 +18,10 @@ import numpy as np
 from r2s2r.behavior.instance import TaskInstance
 from r2s2r.behavior.kinematics import FIXED_BODIES, arm_chain, body_geoms, self_contacts
 from r2s2r.sim.env import PickSortEnv
+from r2s2r.sim.replay import StateRenderer
 from r2s2r.sim.scene import OBJECT_PREFIX
 from r2s2r.spec import TaskSpec, WorldSpec
-from r2s2r.spec.world import ARM_SIDES, CAMERA_NAMES
+from r2s2r.spec.world import ARM_SIDES
 
 # Failure reasons: the first six judged from an execution (in this order; ``unstable``: the
 # physics diverged, and MuJoCo reset the state; ``collision``: an arm link touched the
@@ -195,25 +196,21 @@ def _reason(status: str, lifted: bool) -> str:
 
 
 class ReplayRenderer:
-    """Renders the three views of recorded states (physics first, pixels later)."""
+    """Renders the three views of an attempt's recorded states (physics first, pixels later;
+    ``r2s2r.sim.replay``)."""
 
     def __init__(self, world: WorldSpec, task: TaskSpec, randomize_appearance: bool = True):
         self.env = PickSortEnv(
-            world=world, task=task, images=True, randomize_appearance=randomize_appearance
+            world=world, task=task, images=False, randomize_appearance=randomize_appearance
         )
+        self._states = StateRenderer(self.env.physics, self.env.world_spec)
 
     def render(self, attempt: Attempt, seed: int) -> dict[str, np.ndarray]:
         """The views {camera: (T, H, W, 3) uint8} of ``attempt``'s states, with the
         appearance that ``seed`` draws (the one it ran with)."""
-        env = self.env
-        env.reset(seed=seed, options=attempt.instance.reset_options())
-        physics, renderer = env.physics, env.renderer()
-        frames: dict[str, list[np.ndarray]] = {c: [] for c in CAMERA_NAMES}
-        for qpos, qvel in zip(attempt.qpos, attempt.qvel, strict=True):
-            physics.set_state(0, qpos, qvel)
-            for cam, img in renderer.render().items():
-                frames[cam].append(img[0])
-        return {c: np.stack(v) for c, v in frames.items()}
+        self.env.reset(seed=seed, options=attempt.instance.reset_options())
+        return self._states.episode(attempt.qpos, attempt.qvel)
 
     def close(self) -> None:
+        self._states.close()
         self.env.close()

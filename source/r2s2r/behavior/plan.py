@@ -129,6 +129,23 @@ class Plan:
     tcp: np.ndarray = field(default_factory=lambda: np.zeros((0, 7)))  # planned TCP (T, 7)
 
 
+@dataclass
+class _Route:
+    """A plan being built: per control step the active arm's joints, what the step is doing,
+    its TCP target and its hand's joint targets."""
+
+    q: list[np.ndarray]
+    phases: list[str]
+    tcp: list[np.ndarray]
+    hands: list[np.ndarray]
+
+    def add(self, q: np.ndarray, phase: str, tcp: np.ndarray, hand: np.ndarray) -> None:
+        self.q.append(q)
+        self.phases.append(phase)
+        self.tcp.append(tcp)
+        self.hands.append(hand)
+
+
 class Planner:
     """Plans episodes in one world: our collision-limited IK, ruckig, and the carry planner
     named ``carry`` (``planners.CARRY_PLANNERS``: ``cpu``, OMPL, by default, or ``curobo``
@@ -273,9 +290,45 @@ class Planner:
         velocity: np.ndarray,
         t_grasp: float,
     ) -> Plan | None:
-        cfg = self.cfg
+        """The plan for ``grasp`` of the object at ``centre`` (moving at ``velocity``) when it
+        passes the meeting point at ``t_grasp``; None where a pose or route fails."""
         quat = grasp.rotation().as_quat(scalar_first=True)
         grasp_pos = centre + grasp.offset
+        approached = self._approach(side, kin, grasp, grasp_pos, quat, velocity, t_grasp)
+        if approached is None:
+            return None
+        route, q_pre = approached
+        followed = self._follow(route, kin, q_pre, grasp, grasp_pos, quat, velocity, t_grasp)
+        if followed is None:
+            return None
+        q, grasp_step = followed
+        if not self._carry_and_release(route, kin, q, instance, grasp, quat):
+            return None
+        arm = ARM_SIDES.index(side)
+        return Plan(
+            actions=self._actions(arm, route),
+            route=np.asarray(route.q),
+            phases=route.phases,
+            grasp=grasp,
+            arm=arm,
+            grasp_step=grasp_step,
+            tcp=np.asarray(route.tcp),
+        )
+
+    def _approach(
+        self,
+        side: str,
+        kin: ArmKinematics,
+        grasp: Grasp,
+        grasp_pos: np.ndarray,
+        quat: np.ndarray,
+        velocity: np.ndarray,
+        t_grasp: float,
+    ) -> tuple[_Route, np.ndarray] | None:
+        """Wait at home, then the joint-space approach to the pre-grasp pose, arriving with the
+        belt's velocity: the route so far and the pre-grasp joints; None where the pre-grasp
+        or grasp pose has no collision-free IK or the approach does not arrive in time."""
+        cfg = self.cfg
         up = np.array([0.0, 0.0, 1.0])
         home_q = self.home_q[side]
         pre = np.concatenate([grasp_pos - velocity * cfg.descend_s + up * cfg.hover_m, quat])
@@ -292,15 +345,35 @@ class Planner:
         if approach is None or len(approach) * self.dt > t_pre - 0.2:
             return None
         n_wait = int(round(t_pre * self.fps)) - len(approach)
-        steps_q = [home_q] * n_wait + list(approach)
-        phases = ["wait"] * n_wait + ["approach"] * len(approach)
-        tcp = [self.home_tcp[side]] * n_wait + [kin.fk(q) for q in approach]
-        hands = [RELAXED] * n_wait + [
-            RELAXED + (grasp.open_hand - RELAXED) * min_jerk(u)
-            for u in np.linspace(0, 1, len(approach))
-        ]
-        # Descend, close and hold, lift: Cartesian, following the object.
-        t = t_pre
+        route = _Route(
+            q=[home_q] * n_wait + list(approach),
+            phases=["wait"] * n_wait + ["approach"] * len(approach),
+            tcp=[self.home_tcp[side]] * n_wait + [kin.fk(q) for q in approach],
+            hands=[RELAXED] * n_wait
+            + [
+                RELAXED + (grasp.open_hand - RELAXED) * min_jerk(u)
+                for u in np.linspace(0, 1, len(approach))
+            ],
+        )
+        return route, q_pre
+
+    def _follow(
+        self,
+        route: _Route,
+        kin: ArmKinematics,
+        q_pre: np.ndarray,
+        grasp: Grasp,
+        grasp_pos: np.ndarray,
+        quat: np.ndarray,
+        velocity: np.ndarray,
+        t_grasp: float,
+    ) -> tuple[np.ndarray, int] | None:
+        """Descend, close and hold, lift from the pre-grasp joints ``q_pre``: Cartesian,
+        following the object, appended to ``route``. Returns the last joints and the step
+        where the hand starts closing; None where a pose has no collision-free IK."""
+        cfg = self.cfg
+        up = np.array([0.0, 0.0, 1.0])
+        t = t_grasp - cfg.descend_s
         q = q_pre
         lift_from = None
         segments = [
@@ -335,12 +408,23 @@ class Planner:
                 if not ok:
                     return None
                 if name == "close" and k == 0:
-                    grasp_step = len(steps_q)
-                steps_q.append(q)
-                phases.append(name)
-                tcp.append(pose)
-                hands.append(hand)
-        # Carry: a collision-free joint path to above the bin, then time-parameterized.
+                    grasp_step = len(route.q)
+                route.add(q, name, pose, hand)
+        return q, grasp_step
+
+    def _carry_and_release(
+        self,
+        route: _Route,
+        kin: ArmKinematics,
+        q: np.ndarray,
+        instance: TaskInstance,
+        grasp: Grasp,
+        quat: np.ndarray,
+    ) -> bool:
+        """Carry: a collision-free joint path from the joints ``q`` to above the bin, then
+        time-parameterized; release: the hand opens over the bin. Appended to ``route``;
+        False where the pose above the bin or the carry fails."""
+        cfg = self.cfg
         obj = self.task.object_named(instance.object_name)
         bin_pos = np.asarray(self.world.layout.bins[self.task.bin_for(obj).name].pos, float)
         above = np.concatenate(
@@ -348,37 +432,28 @@ class Planner:
         )
         q_bin, ok = kin.ik(above, q, avoid="all", hand=grasp.shut_hand)
         if not ok:
-            return None
+            return False
         carried = self.carry.carry(kin, q, q_bin, grasp.shut_hand)
         if carried is None:
-            return None
+            return False
         for q in carried:
-            steps_q.append(q)
-            phases.append("carry")
-            tcp.append(kin.fk(q))
-            hands.append(grasp.shut_hand)
+            route.add(q, "carry", kin.fk(q), grasp.shut_hand)
         # Release over the bin.
         n_open = int(round(cfg.release_s * self.fps))
         for k in range(n_open + int(round(cfg.settle_s * self.fps))):
             u = min(1.0, (k + 1) / n_open)
-            steps_q.append(q_bin)
-            phases.append("release")
-            tcp.append(tcp[-1])
-            hands.append(grasp.shut_hand + (RELAXED - grasp.shut_hand) * min_jerk(u))
-        arm = ARM_SIDES.index(side)
+            hand = grasp.shut_hand + (RELAXED - grasp.shut_hand) * min_jerk(u)
+            route.add(q_bin, "release", route.tcp[-1], hand)
+        return True
+
+    def _actions(self, arm: int, route: _Route) -> np.ndarray:
+        """The episode's actions (T, 54): ``route`` on arm ``arm``, the other arm at home with
+        its hand relaxed."""
         emb = self.embodiment
-        actions = np.zeros((len(steps_q), emb.num_arms, emb.action_per_arm("tcp")))
+        actions = np.zeros((len(route.q), emb.num_arms, emb.action_per_arm("tcp")))
         for i, s in enumerate(ARM_SIDES):
             actions[:, i, :7] = self.home_tcp[s]
             actions[:, i, 7:] = RELAXED
-        actions[:, arm, :7] = np.asarray(tcp)
-        actions[:, arm, 7:] = np.asarray(hands)
-        return Plan(
-            actions=actions.reshape(len(steps_q), -1),
-            route=np.asarray(steps_q),
-            phases=phases,
-            grasp=grasp,
-            arm=arm,
-            grasp_step=grasp_step,
-            tcp=np.asarray(tcp),
-        )
+        actions[:, arm, :7] = np.asarray(route.tcp)
+        actions[:, arm, 7:] = np.asarray(route.hands)
+        return actions.reshape(len(route.q), -1)

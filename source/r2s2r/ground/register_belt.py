@@ -28,84 +28,43 @@ from r2s2r.spec.world import BeltLayout
 __all__ = ["register_belt"]
 
 
+# What every refusal suggests.
+_HINT = (
+    "capture the head camera's depth with the belt in view (is this a depth map of the "
+    "cell, in metres, with the calibrated head camera pose?)"
+)
+
+
 def register_belt(
     capture: RgbdCapture, nominal: BeltLayout, cfg: RegistrationCfg = DEFAULT_CFG
 ) -> BeltRegistration:
     """Fit the belt's top plane near its drawn pose and its outline of known size."""
     check_depth(capture)
-    pts, valid = capture.points, capture.valid
+    pts = capture.points
     half_l, half_w = nominal.length / 2, nominal.width / 2
-    local = (pts - np.asarray(nominal.pos)) @ yaw_rot(nominal.yaw_deg)
-    m = cfg.search_margin
-    with np.errstate(invalid="ignore"):
-        region = (
-            valid
-            & (np.abs(local[..., 0]) <= half_l + m)
-            & (np.abs(local[..., 1]) <= half_w + m)
-            & (np.abs(local[..., 2]) <= cfg.search_height)
-        )
+    region = _search_region(capture, nominal, cfg)
     where = (
-        f"within {m * 1e3:.0f} mm / {cfg.search_height * 1e3:.0f} mm of the drawn belt pose "
-        f"{tuple(round(v, 3) for v in nominal.pos)}"
-    )
-    hint = (
-        "capture the head camera's depth with the belt in view (is this a depth map of the "
-        "cell, in metres, with the calibrated head camera pose?)"
+        f"within {cfg.search_margin * 1e3:.0f} mm / {cfg.search_height * 1e3:.0f} mm of the "
+        f"drawn belt pose {tuple(round(v, 3) for v in nominal.pos)}"
     )
     if region.sum() < 500:
-        raise RegistrationError(f"no depth points {where}: {hint}")
-    rng = np.random.default_rng(cfg.seed)
-    cloud = pts[region]
-    sample = cloud[rng.choice(len(cloud), min(len(cloud), cfg.ransac_points), replace=False)]
-    try:
-        plane, _ = ransac_plane(
-            sample, cfg.plane_threshold, rng, up=UP, max_tilt_deg=cfg.max_tilt_deg
-        )
-    except ValueError as err:
-        raise RegistrationError(f"no level plane {where} ({err}): {hint}") from None
-    with np.errstate(invalid="ignore"):
-        on = region & (np.abs(plane.distance(pts)) < cfg.plane_threshold)
-    plane = fit_plane(pts[on][:: max(1, int(on.sum()) // 50000)])
-    if plane.normal @ UP < 0:
-        plane = Plane(-plane.normal, -plane.offset)
-    dist = plane.distance(pts)
-    with np.errstate(invalid="ignore"):
-        on = region & (np.abs(dist) < cfg.surface_band)
-    count, labels, stats, _ = cv2.connectedComponentsWithStats(on.astype(np.uint8), connectivity=8)
-    if count < 2:
-        raise RegistrationError(f"no level surface {where}: {hint}")
-    areas = stats[1:, cv2.CC_STAT_AREA]
-    on = np.isin(labels, 1 + np.flatnonzero(areas >= 0.05 * areas.max()))
+        raise RegistrationError(f"no depth points {where}: {_HINT}")
+    plane, dist, on = _belt_surface(pts, region, cfg, where)
     plane_rms = float(np.sqrt(np.mean(dist[on] ** 2)))
-
-    # Edge points: a surface pixel next to a pixel below the plane (or without depth); the
-    # edge is where the ray between the two pixel centres meets the plane.
-    with np.errstate(invalid="ignore"):
-        beyond = ~valid | (dist < -cfg.edge_drop)
-    subpix = []
-    for dv, du in ((0, 1), (0, -1), (1, 0), (-1, 0)):
-        a = on[max(0, -dv) : on.shape[0] - max(0, dv), max(0, -du) : on.shape[1] - max(0, du)]
-        b = beyond[max(0, dv) :, max(0, du) :][: a.shape[0], : a.shape[1]]
-        v, u = np.nonzero(a & b)
-        v, u = v + max(0, -dv), u + max(0, -du)
-        subpix.append(np.stack([u + du / 2, v + dv / 2], axis=1))
-    edges = capture.view.intersect_plane(np.concatenate(subpix).astype(np.float64), plane)
-    edges = edges[np.all(np.isfinite(edges), axis=1)]
+    edges = _edge_points(capture, plane, dist, on, cfg)
 
     # In-plane frame: origin under the drawn centre, e1 along the drawn heading.
     origin = plane.project(np.asarray(nominal.pos, dtype=np.float64))
     e1 = plane.project(origin + yaw_rot(nominal.yaw_deg)[:, 0]) - origin
     e1 /= np.linalg.norm(e1)
     e2 = np.cross(plane.normal, e1)
-    surf = pts[on][:: max(1, int(on.sum()) // 20000)] - origin
-    s2 = np.stack([surf @ e1, surf @ e2], axis=1)
-    lo, hi = np.percentile(s2, 1, axis=0), np.percentile(s2, 99, axis=0)
+    lo, hi = _surface_extent(pts[on][:: max(1, int(on.sum()) // 20000)] - origin, e1, e2)
     if hi[0] - lo[0] < cfg.min_belt_coverage * nominal.length or (
         hi[1] - lo[1] < cfg.min_belt_coverage * nominal.width
     ):
         raise RegistrationError(
             f"the level surface {where} spans only {hi[0] - lo[0]:.3f} x {hi[1] - lo[1]:.3f} m, "
-            f"but the belt is {nominal.length} x {nominal.width} m: {hint}"
+            f"but the belt is {nominal.length} x {nominal.width} m: {_HINT}"
         )
     e = edges - origin
     fit = _fit_outline(np.stack([e @ e1, e @ e2], axis=1), (lo + hi) / 2, half_l, half_w)
@@ -116,16 +75,11 @@ def register_belt(
     yaw = math.degrees(math.atan2(axis3[1], axis3[0]))
     yaw = nominal.yaw_deg + (yaw - nominal.yaw_deg + 90.0) % 180.0 - 90.0
     # The fitted outline must be mostly filled by the plane (noise fits some plane, too).
-    outline = np.zeros(on.shape, np.uint8)
-    corners = rect(pose_matrix(yaw_rot(yaw), pos), half_l, half_w, 0.0)
-    px = capture.view.project(corners)
-    if np.all(np.isfinite(px)):
-        cv2.fillConvexPoly(outline, np.round(px).astype(np.int32), 1)
-    filled = float(on[outline > 0].mean()) if outline.any() else 0.0
+    filled = _outline_filled(capture, on, pos, yaw, half_l, half_w)
     if filled < cfg.min_belt_coverage or edge_rms > 0.005:
         raise RegistrationError(
             f"the belt outline found {where} is only {100 * filled:.0f}% covered by its plane "
-            f"and fits its edges to {1e3 * edge_rms:.1f} mm RMS: {hint}"
+            f"and fits its edges to {1e3 * edge_rms:.1f} mm RMS: {_HINT}"
         )
     return BeltRegistration(
         pos=pos,
@@ -139,6 +93,93 @@ def register_belt(
         edge_rms=edge_rms,
         edge_points=n_edges,
     )
+
+
+def _search_region(capture: RgbdCapture, nominal: BeltLayout, cfg: RegistrationCfg) -> np.ndarray:
+    """Pixels (H, W) whose points lie within the search margin and height of the drawn belt."""
+    local = (capture.points - np.asarray(nominal.pos)) @ yaw_rot(nominal.yaw_deg)
+    m = cfg.search_margin
+    with np.errstate(invalid="ignore"):
+        return np.asarray(
+            capture.valid
+            & (np.abs(local[..., 0]) <= nominal.length / 2 + m)
+            & (np.abs(local[..., 1]) <= nominal.width / 2 + m)
+            & (np.abs(local[..., 2]) <= cfg.search_height)
+        )
+
+
+def _belt_surface(
+    pts: np.ndarray, region: np.ndarray, cfg: RegistrationCfg, where: str
+) -> tuple[Plane, np.ndarray, np.ndarray]:
+    """The level plane in ``region`` of the points (H, W, 3) (RANSAC on a sample, refitted to
+    its inliers, facing up), every pixel's distance (H, W) from it, and the pixels (H, W) of
+    its large connected surfaces."""
+    rng = np.random.default_rng(cfg.seed)
+    cloud = pts[region]
+    sample = cloud[rng.choice(len(cloud), min(len(cloud), cfg.ransac_points), replace=False)]
+    try:
+        plane, _ = ransac_plane(
+            sample, cfg.plane_threshold, rng, up=UP, max_tilt_deg=cfg.max_tilt_deg
+        )
+    except ValueError as err:
+        raise RegistrationError(f"no level plane {where} ({err}): {_HINT}") from None
+    with np.errstate(invalid="ignore"):
+        on = region & (np.abs(plane.distance(pts)) < cfg.plane_threshold)
+    plane = fit_plane(pts[on][:: max(1, int(on.sum()) // 50000)])
+    if plane.normal @ UP < 0:
+        plane = Plane(-plane.normal, -plane.offset)
+    dist = plane.distance(pts)
+    with np.errstate(invalid="ignore"):
+        on = region & (np.abs(dist) < cfg.surface_band)
+    count, labels, stats, _ = cv2.connectedComponentsWithStats(on.astype(np.uint8), connectivity=8)
+    if count < 2:
+        raise RegistrationError(f"no level surface {where}: {_HINT}")
+    areas = stats[1:, cv2.CC_STAT_AREA]
+    on = np.isin(labels, 1 + np.flatnonzero(areas >= 0.05 * areas.max()))
+    return plane, dist, on
+
+
+def _edge_points(
+    capture: RgbdCapture, plane: Plane, dist: np.ndarray, on: np.ndarray, cfg: RegistrationCfg
+) -> np.ndarray:
+    """The belt's edge points (N, 3) in the cell frame.
+
+    An edge point is a surface pixel next to a pixel below the plane (or without depth); the
+    edge is where the ray between the two pixel centres meets the plane.
+    """
+    with np.errstate(invalid="ignore"):
+        beyond = ~capture.valid | (dist < -cfg.edge_drop)
+    subpix = []
+    for dv, du in ((0, 1), (0, -1), (1, 0), (-1, 0)):
+        a = on[max(0, -dv) : on.shape[0] - max(0, dv), max(0, -du) : on.shape[1] - max(0, du)]
+        b = beyond[max(0, dv) :, max(0, du) :][: a.shape[0], : a.shape[1]]
+        v, u = np.nonzero(a & b)
+        v, u = v + max(0, -dv), u + max(0, -du)
+        subpix.append(np.stack([u + du / 2, v + dv / 2], axis=1))
+    edges = capture.view.intersect_plane(np.concatenate(subpix).astype(np.float64), plane)
+    return np.asarray(edges[np.all(np.isfinite(edges), axis=1)])
+
+
+def _surface_extent(
+    surf: np.ndarray, e1: np.ndarray, e2: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The 1st and 99th percentiles (2,) of surface points (N, 3), given from the in-plane
+    frame's origin, along its axes ``e1`` and ``e2``."""
+    s2 = np.stack([surf @ e1, surf @ e2], axis=1)
+    return np.percentile(s2, 1, axis=0), np.percentile(s2, 99, axis=0)
+
+
+def _outline_filled(
+    capture: RgbdCapture, on: np.ndarray, pos: np.ndarray, yaw: float, half_l: float, half_w: float
+) -> float:
+    """The share of the belt outline at ``pos`` turned by ``yaw`` (degrees), as the head camera
+    sees it, that the surface pixels ``on`` (H, W) fill."""
+    outline = np.zeros(on.shape, np.uint8)
+    corners = rect(pose_matrix(yaw_rot(yaw), pos), half_l, half_w, 0.0)
+    px = capture.view.project(corners)
+    if np.all(np.isfinite(px)):
+        cv2.fillConvexPoly(outline, np.round(px).astype(np.int32), 1)
+    return float(on[outline > 0].mean()) if outline.any() else 0.0
 
 
 def _fit_outline(

@@ -58,6 +58,15 @@ class CameraPlan:
     # The ideal pinhole MuJoCo renders (the camera itself, or the wide view that is remapped).
     pinhole: Intrinsics | None = None
 
+    def deliver(self, image: np.ndarray) -> np.ndarray:
+        """MuJoCo's render ``image`` (render_size) as the camera delivers it: remapped through
+        its model where it is a fisheye or distorted, scaled by its exposure."""
+        if self.remap is not None:
+            image = self.remap(image)
+        if self.exposure != 1.0:
+            image = cv2.convertScaleAbs(image, alpha=self.exposure)
+        return image
+
 
 @runtime_checkable
 class Renderer(Protocol):
@@ -266,11 +275,7 @@ class SceneRenderer:
                 img = self._blurred(data, plan)
             else:
                 img = self.render_raw(data, plan)
-            if plan.remap is not None:
-                img = plan.remap(img)
-            if plan.exposure != 1.0:
-                img = cv2.convertScaleAbs(img, alpha=plan.exposure)
-            out[plan.name] = img
+            out[plan.name] = plan.deliver(img)
         return out
 
     def _blurred(self, data: mujoco.MjData, plan: CameraPlan) -> np.ndarray:

@@ -224,90 +224,130 @@ class ScriptedOperator:
         self._posture_from = self.posture.copy()
 
     def _update(self, t: float) -> None:
-        s, dt = self.style, t - self.phase_t0
+        """One control period at ``t``: the phase's step (which may start the next phase),
+        then the hand along its segment and the correction by eye."""
+        dt = t - self.phase_t0
         self._dt, self._last_t = t - self._last_t, t
         if self.phase == "wait":
-            obj_x = self._seen()[0]
-            speed = self.eyes.belt_speed()
-            ahead = speed * (s.reach_s + s.hover_s + s.hesitate_s + s.descend_s)
-            if t - self.t_start >= s.reaction_s and obj_x + ahead >= self.meet_x:
-                self._plan_grasp()
-                over = s.overshoot
-                goal = (
-                    self._hover_point if not over.any() else lambda u: self._hover_point(u) + over
-                )
-                self._go("reach", t, Segment(t, s.reach_s, self.intent.copy(), goal, s.via_reach))
+            self._step_wait(t)
         elif self.phase == "reach":
-            self.turn = min_jerk(dt / s.reach_s)
-            self.posture = blend(RELAXED, self._open_hand(), dt / s.reach_s)
-            if self.seg is not None and self.seg.done(t):
-                if s.overshoot.any():
-                    seg = Segment(t, s.correct_s, self.intent.copy(), self._hover_point)
-                    self._go("correct", t, seg)
-                else:
-                    self._go("hover", t)
+            self._step_reach(t, dt)
         elif self.phase == "regrasp":
-            self.tilt = 1.0 - min_jerk(dt / 0.4)
-            self.posture = blend(self._posture_from, self._open_hand(), dt / 0.4)
-            if self.seg is not None and self.seg.done(t):
-                self._go("hover", t)
-        elif self.phase == "correct":
-            if self.seg is not None and self.seg.done(t):
-                self._go("hover", t)
+            self._step_regrasp(t, dt)
+        elif self.phase in ("correct", "carry"):
+            self._step_segment(t)
         elif self.phase == "hover":
-            self.intent = self._hover_point(t)
-            if dt >= s.hover_s + (s.hesitate_s if self.tries == 0 else 0.0):
-                self._go("descend", t)
+            self._step_hover(t, dt)
         elif self.phase == "descend":
-            tau = min_jerk(dt / s.descend_s)
-            # While it descends the hand keeps pace with the object along the belt.
-            self.intent = self._grasp_point(t) + [0.0, 0.0, self.hover * (1.0 - tau)]
-            if dt >= s.descend_s:
-                self._go("close", t)
+            self._step_descend(t, dt)
         elif self.phase == "close":
-            self.intent = self._grasp_point(t)
-            if self.claw:
-                grip = CLAW_OPEN + (CLAW_SHUT - CLAW_OPEN) * s.grasp_scale
-            else:
-                grip = power_shut(self.obj.rest_height) * s.grasp_scale
-            self.posture = blend(self._open_hand(), grip, dt / s.close_s)
-            if dt >= s.close_s + s.hold_s:
-                self._grasped_z = self._seen()[2]
-                lift_goal = self.intent + [0.0, 0.0, s.lift_m]
-                self._go("lift", t, Segment(t, s.lift_s, self.intent.copy(), lambda u: lift_goal))
+            self._step_close(t, dt)
         elif self.phase == "lift":
-            self.tilt = min_jerk((dt / s.lift_s - self.tilt_from) / (1.0 - self.tilt_from))
-            if self.seg is not None and self.seg.done(t):
-                if self._missed():
-                    # The object stayed behind: open up, go back over it and try again.
-                    self.tries += 1
-                    self._plan_grasp()
-                    seg = Segment(t, s.reach_s * 0.7, self.intent.copy(), self._hover_point)
-                    self._go("regrasp", t, seg)
-                else:
-                    above = self.bin_pos + [0.0, POWER_REACH_M, self.carry_height]
-                    seg = Segment(t, s.carry_s, self.intent.copy(), lambda u: above, s.via_carry)
-                    self._go("carry", t, seg)
-        elif self.phase == "carry":
-            if self.seg is not None and self.seg.done(t):
-                self._go("aim", t)
+            self._step_lift(t, dt)
         elif self.phase == "aim":
-            # It watches the object in the hand and lets go once it is over the bin.
-            off = (self.bin_pos - self._seen()) * [1.0, 1.0, 0.0]
-            self.intent = self.intent + np.clip(off, -0.1, 0.1) * min(1.0, 2.5 * self._dt)
-            if np.linalg.norm(off) < self.aim_m or dt > 2.0:
-                self._go("release", t)
+            self._step_aim(t, dt)
         elif self.phase == "release":
-            self.posture = blend(self._posture_from, RELAXED, dt / 0.3)
-            if dt >= 0.8:
-                rest = self.rest.copy()
-                seg = Segment(t, 1.5, self.intent.copy(), lambda u: rest)
-                self._go("retreat", t, seg)
+            self._step_release(t, dt)
         elif self.phase == "retreat":
             self.turn = 1.0 - min_jerk(dt / 1.5)
         if self.seg is not None:
             self.intent = self.seg.at(t)
         self._watch(t)
+
+    def _step_wait(self, t: float) -> None:
+        """Reach for the object once reacting and it is close enough to meet in time."""
+        s = self.style
+        obj_x = self._seen()[0]
+        speed = self.eyes.belt_speed()
+        ahead = speed * (s.reach_s + s.hover_s + s.hesitate_s + s.descend_s)
+        if t - self.t_start >= s.reaction_s and obj_x + ahead >= self.meet_x:
+            self._plan_grasp()
+            over = s.overshoot
+            goal = self._hover_point if not over.any() else lambda u: self._hover_point(u) + over
+            self._go("reach", t, Segment(t, s.reach_s, self.intent.copy(), goal, s.via_reach))
+
+    def _step_reach(self, t: float, dt: float) -> None:
+        """Turn the palm down and open the hand on the way; then correct an overshoot."""
+        s = self.style
+        self.turn = min_jerk(dt / s.reach_s)
+        self.posture = blend(RELAXED, self._open_hand(), dt / s.reach_s)
+        if self.seg is not None and self.seg.done(t):
+            if s.overshoot.any():
+                seg = Segment(t, s.correct_s, self.intent.copy(), self._hover_point)
+                self._go("correct", t, seg)
+            else:
+                self._go("hover", t)
+
+    def _step_regrasp(self, t: float, dt: float) -> None:
+        """Level the palm and open the hand on the way back over the object."""
+        self.tilt = 1.0 - min_jerk(dt / 0.4)
+        self.posture = blend(self._posture_from, self._open_hand(), dt / 0.4)
+        if self.seg is not None and self.seg.done(t):
+            self._go("hover", t)
+
+    def _step_segment(self, t: float) -> None:
+        """Follow the segment (a correction or the carry) to its end, then the next phase."""
+        if self.seg is not None and self.seg.done(t):
+            self._go("hover" if self.phase == "correct" else "aim", t)
+
+    def _step_hover(self, t: float, dt: float) -> None:
+        s = self.style
+        self.intent = self._hover_point(t)
+        if dt >= s.hover_s + (s.hesitate_s if self.tries == 0 else 0.0):
+            self._go("descend", t)
+
+    def _step_descend(self, t: float, dt: float) -> None:
+        s = self.style
+        tau = min_jerk(dt / s.descend_s)
+        # While it descends the hand keeps pace with the object along the belt.
+        self.intent = self._grasp_point(t) + [0.0, 0.0, self.hover * (1.0 - tau)]
+        if dt >= s.descend_s:
+            self._go("close", t)
+
+    def _step_close(self, t: float, dt: float) -> None:
+        """Close the hand on the object, hold, then lift."""
+        s = self.style
+        self.intent = self._grasp_point(t)
+        if self.claw:
+            grip = CLAW_OPEN + (CLAW_SHUT - CLAW_OPEN) * s.grasp_scale
+        else:
+            grip = power_shut(self.obj.rest_height) * s.grasp_scale
+        self.posture = blend(self._open_hand(), grip, dt / s.close_s)
+        if dt >= s.close_s + s.hold_s:
+            self._grasped_z = self._seen()[2]
+            lift_goal = self.intent + [0.0, 0.0, s.lift_m]
+            self._go("lift", t, Segment(t, s.lift_s, self.intent.copy(), lambda u: lift_goal))
+
+    def _step_lift(self, t: float, dt: float) -> None:
+        """Tip the hand fingers-down while lifting; then carry, or try again after a miss."""
+        s = self.style
+        self.tilt = min_jerk((dt / s.lift_s - self.tilt_from) / (1.0 - self.tilt_from))
+        if self.seg is not None and self.seg.done(t):
+            if self._missed():
+                # The object stayed behind: open up, go back over it and try again.
+                self.tries += 1
+                self._plan_grasp()
+                seg = Segment(t, s.reach_s * 0.7, self.intent.copy(), self._hover_point)
+                self._go("regrasp", t, seg)
+            else:
+                above = self.bin_pos + [0.0, POWER_REACH_M, self.carry_height]
+                seg = Segment(t, s.carry_s, self.intent.copy(), lambda u: above, s.via_carry)
+                self._go("carry", t, seg)
+
+    def _step_aim(self, t: float, dt: float) -> None:
+        """Watch the object in the hand and let go once it is over the bin."""
+        off = (self.bin_pos - self._seen()) * [1.0, 1.0, 0.0]
+        self.intent = self.intent + np.clip(off, -0.1, 0.1) * min(1.0, 2.5 * self._dt)
+        if np.linalg.norm(off) < self.aim_m or dt > 2.0:
+            self._go("release", t)
+
+    def _step_release(self, t: float, dt: float) -> None:
+        """Open the hand; then retreat to where the hand rested."""
+        self.posture = blend(self._posture_from, RELAXED, dt / 0.3)
+        if dt >= 0.8:
+            rest = self.rest.copy()
+            seg = Segment(t, 1.5, self.intent.copy(), lambda u: rest)
+            self._go("retreat", t, seg)
 
     def _open_hand(self) -> np.ndarray:
         return CLAW_OPEN if self.claw else PRESHAPE
