@@ -402,6 +402,19 @@ def test_augment_is_deterministic_for_a_seed() -> None:
         augment(images.float(), torch.Generator())
 
 
+def test_augment_without_shift_keeps_every_pixel_in_place() -> None:
+    # A dot in a grey view: shifted views move it, unshifted ones keep it where it is.
+    dot = torch.full((8, 1, 3, SIZE, SIZE), 100, dtype=torch.uint8)
+    dot[:, :, :, 20:22, 30:32] = 250
+
+    def where(views: torch.Tensor) -> set[tuple[int, int]]:
+        flat = views[:, 0].float().mean(1).flatten(1).argmax(1)
+        return {(int(i) // SIZE, int(i) % SIZE) for i in flat}
+
+    assert where(augment(dot, torch.Generator().manual_seed(5), shift=0.0)) == {(20, 30)}
+    assert len(where(augment(dot, torch.Generator().manual_seed(5)))) > 1
+
+
 def test_loader_bench_reports_every_rate(data: Path, tmp_path: Path) -> None:
     result = bench_loader(
         data / "real",

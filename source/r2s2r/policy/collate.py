@@ -13,7 +13,7 @@ import torch
 from r2s2r.policy.actions import ActionCodec
 from r2s2r.policy.base import PolicyError
 from r2s2r.policy.frames import resize
-from r2s2r.policy.hindsight import HINDSIGHT_DIM
+from r2s2r.policy.hindsight import HINDSIGHT_DIM, PLACE_DIM
 from r2s2r.policy.normalize import NormStats
 from r2s2r.sim.contract import ENV_STATE_DIM
 
@@ -53,16 +53,9 @@ def _belt_speed(values: Sequence[float | None]) -> torch.Tensor:
     return torch.tensor([float("nan") if v is None else float(v) for v in values])
 
 
-def _object_pose(values: Sequence[np.ndarray | None]) -> torch.Tensor:
-    """Object poses (7,) -> (B, 7) float32, NaN where a sample has none."""
-    unknown = np.full(ENV_STATE_DIM, np.nan, dtype=np.float32)
-    rows = [unknown if v is None else np.asarray(v, dtype=np.float32) for v in values]
-    return torch.from_numpy(np.stack(rows))
-
-
-def _hindsight(values: Sequence[np.ndarray | None]) -> torch.Tensor:
-    """Hindsight targets -> (B, HINDSIGHT_DIM) float32, NaN where a sample has none."""
-    unknown = np.full(HINDSIGHT_DIM, np.nan, dtype=np.float32)
+def _targets(values: Sequence[np.ndarray | None], dim: int) -> torch.Tensor:
+    """Per-sample targets (dim,) -> (B, dim) float32, NaN where a sample has none."""
+    unknown = np.full(dim, np.nan, dtype=np.float32)
     rows = [unknown if v is None else np.asarray(v, dtype=np.float32) for v in values]
     return torch.from_numpy(np.stack(rows))
 
@@ -125,8 +118,9 @@ class Collate:
         out["embodiment_id"] = torch.tensor([int(s["embodiment_id"]) for s in samples])
         out["domain_id"] = torch.tensor([int(s.get("domain_id", 0)) for s in samples])
         out["belt_speed"] = _belt_speed([s.get("belt_speed") for s in samples])
-        out["hindsight"] = _hindsight([s.get("hindsight") for s in samples])
-        out["object_pose"] = _object_pose([s.get("object_pose") for s in samples])
+        out["hindsight"] = _targets([s.get("hindsight") for s in samples], HINDSIGHT_DIM)
+        out["place"] = _targets([s.get("place") for s in samples], PLACE_DIM)
+        out["object_pose"] = _targets([s.get("object_pose") for s in samples], ENV_STATE_DIM)
         return out
 
     def observation(
@@ -173,7 +167,7 @@ class Collate:
         out["embodiment_id"] = torch.tensor([int(embodiment_id)])
         out["domain_id"] = torch.tensor([int(domain_id)])
         out["belt_speed"] = _belt_speed([belt_speed])
-        out["object_pose"] = _object_pose([object_pose])
+        out["object_pose"] = _targets([object_pose], ENV_STATE_DIM)
         return out
 
     def actions_in(self, actions: np.ndarray, state_now: np.ndarray) -> torch.Tensor:

@@ -22,6 +22,7 @@ from torch import Tensor, nn
 
 from r2s2r.policy.base import PolicyError
 from r2s2r.policy.config import BackboneCfg, TextCfg
+from r2s2r.policy.hindsight import PLACE_DIM
 from r2s2r.policy.transformer import Resampler, init_linear
 
 # Where the pretrained files come from (said in the error when one is missing).
@@ -241,6 +242,36 @@ class ConvEncoder(nn.Module):
         tokens = torch.stack([kp, mean], dim=1).view(b, v, 2, -1)
         tokens = tokens + self.view_embed[:v].to(tokens.dtype)
         return tokens.flatten(1, 2)
+
+
+class Locator(nn.Module):
+    """One view (B, 3, s, s) uint8 -> the object's place (B, PLACE_DIM) in metres: three
+    3 x 3 convolutions (strides 2, 1, 1; GELU), spatial-softmax keypoints and the mean
+    features, then an MLP. Small and trained whole on the take's own hindsight place
+    (``hindsight.place_targets``): the 1-2 px object keeps its place in the keypoints."""
+
+    def __init__(self, image_size: int, keypoints: int = 16, hidden: int = 128) -> None:
+        super().__init__()
+        c = (16, 32, 32)
+        self.net = nn.Sequential(
+            nn.Conv2d(3, c[0], 3, stride=2, padding=1),
+            nn.GELU(),
+            nn.Conv2d(c[0], c[1], 3, stride=1, padding=1),
+            nn.GELU(),
+            nn.Conv2d(c[1], c[2], 3, stride=1, padding=1),
+            nn.GELU(),
+        )
+        side = (image_size + 1) // 2
+        self.keypoints = SpatialSoftmax(c[2], keypoints, side, side)
+        self.head = nn.Sequential(
+            nn.Linear(2 * keypoints + c[2], hidden), nn.GELU(), nn.Linear(hidden, PLACE_DIM)
+        )
+
+    def forward(self, view: Tensor) -> Tensor:
+        x = view.float() * (1 / 127.5) - 1.0
+        feats = self.net(x)
+        kp = self.keypoints(feats).flatten(1)
+        return self.head(torch.cat([kp, feats.mean(dim=(2, 3))], dim=1))
 
 
 def image_encoder(

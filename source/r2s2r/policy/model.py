@@ -4,7 +4,8 @@ Observation tokens (views through the LoRA-adapted DINOv3 backbone, task tokens 
 from the frozen CLIP text features, proprio tokens, an optional domain token, an optional
 belt-speed token from the conveyor drive's reading) go through the
 observation transformer once per chunk (``encode``); in training, an optional head predicts
-the frame's hindsight targets from them (policy/hindsight.py). The action transformer maps H noisy
+the frame's hindsight targets from them (policy/hindsight.py), and an optional locator reads
+the object's place from the head view into one more token. The action transformer maps H noisy
 action tokens and the flow time to a velocity, attending to them (``velocity``). Flow
 matching follows openpi: t ~ Beta(1.5, 1) * 0.999 + 0.001 with t = 1 the noise,
 x_t = t * noise + (1 - t) * actions, the target u = noise - actions; sampling is Euler from
@@ -29,8 +30,14 @@ from torch import Tensor, nn
 
 from r2s2r.policy.base import PolicyError
 from r2s2r.policy.config import PolicyCfg
-from r2s2r.policy.encoders import EmbodimentLinear, ProprioEncoder, TaskEncoder, image_encoder
-from r2s2r.policy.hindsight import HINDSIGHT_DIM
+from r2s2r.policy.encoders import (
+    EmbodimentLinear,
+    Locator,
+    ProprioEncoder,
+    TaskEncoder,
+    image_encoder,
+)
+from r2s2r.policy.hindsight import HINDSIGHT_DIM, PLACE_DIM
 from r2s2r.policy.transformer import (
     ActionBlock,
     EncoderBlock,
@@ -53,6 +60,8 @@ class Context:
     embodiment_id: Tensor
     action_dim_mask: Tensor
     pad: Tensor | None = None
+    # The locator's prediction of the object's place (B, PLACE_DIM) m, where it has one.
+    place: Tensor | None = None
 
 
 @dataclass
@@ -77,6 +86,8 @@ def guidance_weight(t: float, beta: float) -> float:
 
 # The belt speed token's input scale (m/s): the nominal range is 0.05-0.10.
 BELT_SPEED_SCALE = 0.1
+# The locator's loss unit (m): an error of this size costs 1.
+PLACE_UNIT_M = 0.05
 
 
 def _shape_error(key: str, expected: str, value: Any) -> PolicyError:
@@ -141,6 +152,14 @@ class FlowMatchingPolicy(nn.Module):
         )
         if self.hindsight is not None:
             init_linear(self.hindsight)
+        self.locator = Locator(cfg.image_size) if cfg.locator_weight > 0 else None
+        self.place = (
+            nn.Sequential(nn.Linear(PLACE_DIM, d), nn.SiLU(), nn.Linear(d, d))
+            if self.locator is not None
+            else None
+        )
+        if self.place is not None:
+            init_linear(self.place)
 
     # The batch.
 
@@ -179,6 +198,8 @@ class FlowMatchingPolicy(nn.Module):
             spec.append(("object_pose", (b, ENV_STATE_DIM), torch.float32))
         if training and self.hindsight is not None:
             spec.append(("hindsight", (b, HINDSIGHT_DIM), torch.float32))
+        if training and self.locator is not None:
+            spec.append(("place", (b, PLACE_DIM), torch.float32))
         for key, shape, dtype in spec:
             value = batch.get(key)
             if not isinstance(value, Tensor) or tuple(value.shape) != shape or value.dtype != dtype:
@@ -235,6 +256,10 @@ class FlowMatchingPolicy(nn.Module):
             parts.append(self.belt(speed)[:, None])
         if self.object is not None:
             parts.append(self.object(batch["object_pose"].to(device))[:, None])
+        place = None
+        if self.locator is not None and self.place is not None:
+            place = self.locator(batch["images"][:, 0].to(device))
+            parts.append(self.place(place.detach())[:, None])
         dtype = parts[0].dtype
         tokens = torch.cat([part.to(dtype) for part in parts], dim=1)
         # No observation token is padding (views, task and proprio tokens are fixed in number).
@@ -242,7 +267,7 @@ class FlowMatchingPolicy(nn.Module):
         dim_mask = batch.get("action_dim_mask")
         if dim_mask is None:
             dim_mask = torch.ones(ids.shape[0], self.cfg.max_action_dim, dtype=torch.bool)
-        return Context(tokens, ids, dim_mask.to(device))
+        return Context(tokens, ids, dim_mask.to(device), place=place)
 
     def velocity(
         self, ctx: Context, x_t: Tensor, t: Tensor, action_is_pad: Tensor | None = None
@@ -299,7 +324,22 @@ class FlowMatchingPolicy(nn.Module):
             aux = self._hindsight_loss(ctx, batch["hindsight"].to(device))
             loss = flow + self.cfg.hindsight_weight * aux
             parts["hindsight"] = float(aux.detach())
+        if ctx.place is not None:
+            place, err_cm = self._place_loss(ctx.place, batch["place"].to(device))
+            loss = loss + self.cfg.locator_weight * place
+            parts["place"] = float(place.detach())
+            parts["place_cm"] = err_cm
         return loss, {"loss": float(loss.detach()), **parts}
+
+    def _place_loss(self, pred: Tensor, targets: Tensor) -> tuple[Tensor, float]:
+        """The locator's MSE in units of ``PLACE_UNIT_M`` over the samples whose place is
+        known (NaN after the grasp), and its mean absolute error in cm (NaN: none known)."""
+        known = torch.isfinite(targets)
+        diff = (pred.float() - torch.where(known, targets, 0.0)) * known
+        count = known.sum()
+        loss = (diff / PLACE_UNIT_M).square().sum() / count.clamp(min=1)
+        err_cm = float(diff.abs().sum() / count) * 100 if int(count) else float("nan")
+        return loss, err_cm
 
     def _hindsight_loss(self, ctx: Context, targets: Tensor) -> Tensor:
         """The hindsight head's MSE over the targets a sample has (NaN: not shown)."""

@@ -457,7 +457,7 @@ class Trainer:
         gen = torch.Generator(self.device).manual_seed(step_seed(cfg.seed, self.step, self.rank))
         batch = to_device(batch, self.device)
         if cfg.augment:
-            batch["images"] = augment(batch["images"], gen)
+            batch["images"] = augment(batch["images"], gen, self.policy_cfg.augment_shift)
         autocast = (
             torch.autocast("cuda", dtype=torch.bfloat16)
             if cfg.bf16 and self.device.type == "cuda"

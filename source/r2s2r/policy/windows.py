@@ -25,7 +25,7 @@ from r2s2r.data.reader import Dataset
 from r2s2r.data.video import VideoReader
 from r2s2r.policy.base import PolicyError
 from r2s2r.policy.frames import FrameCache, ProgressFn, resize
-from r2s2r.policy.hindsight import episode_targets, standardization
+from r2s2r.policy.hindsight import episode_targets, place_targets, standardization
 from r2s2r.sim.contract import Contract
 
 # Video readers a forked worker inherited and must neither use nor close.
@@ -107,6 +107,7 @@ class WindowDataset:
             [_speed(e.get("belt_speed")) for e in self.dataset.episodes], dtype=np.float32
         )
         self._hindsight = self._hindsight_targets(low[STATE_KEY], lengths)
+        self._place = self._place_targets(low[STATE_KEY], lengths)
         # The object's true pose per frame, where the takes recorded it (diagnosis only).
         self._object_pose = low.get(ENV_STATE_KEY)
         self.embodiment_id = int(self.contract.embodiment.id)
@@ -123,6 +124,17 @@ class WindowDataset:
         )
         mean, std = standardization(targets if self._frames is None else targets[self._frames])
         return ((targets - mean) / std).astype(np.float32)
+
+    def _place_targets(self, states: np.ndarray, lengths: list[int]) -> np.ndarray:
+        """Every frame's object place on the belt (N, PLACE_DIM), in metres, from its take's
+        proprio and belt speed (NaN after the grasp)."""
+        ends = np.cumsum(lengths)
+        return np.concatenate(
+            [
+                place_targets(states[end - n : end], self.contract, self.fps, float(speed))
+                for n, end, speed in zip(lengths, ends, self._belt_speed, strict=True)
+            ]
+        )
 
     def __len__(self) -> int:
         return len(self._frames) if self._frames is not None else len(self.dataset)
@@ -173,6 +185,7 @@ class WindowDataset:
             "embodiment_id": self.embodiment_id,
             "belt_speed": float(self._belt_speed[self._episode_pos[frame]]),
             "hindsight": self._hindsight[frame],
+            "place": self._place[frame],
             "object_pose": None if self._object_pose is None else self._object_pose[frame],
             "episode_index": int(self._episode[frame]),
             "frame_index": int(self._frame[frame]),
