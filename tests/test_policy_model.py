@@ -306,13 +306,13 @@ def test_the_hindsight_head_learns_what_the_views_show_and_skips_unknown_targets
 
 def test_the_locator_learns_a_dots_place_and_its_token_conditions_the_chunk() -> None:
     torch.manual_seed(0)
-    cfg = CFG.replace(locator_weight=1.0)
+    cfg = CFG.replace(locator_weight=1.0, locator_views=1)
     model = build_model(cfg)
     g = torch.Generator().manual_seed(4)
     b, s = 16, cfg.image_size
 
     def dots(n: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Views with a 2 px white dot on grey; the place is the dot's column and row (m)."""
+        """One view with a 2 px white dot on grey; the place is its column and row (m)."""
         cols = torch.randint(4, s - 4, (n,), generator=g)
         rows = torch.randint(4, s - 4, (n,), generator=g)
         views = torch.full((n, 1, 3, s, s), 90, dtype=torch.uint8)
@@ -344,6 +344,9 @@ def test_the_locator_learns_a_dots_place_and_its_token_conditions_the_chunk() ->
     there = model.sample({**small, "images": views.flip(-1)}, noise=noise)
     assert not torch.allclose(here, there, atol=1e-5)
     assert build_model(CFG).locator is None
+    three = build_model(CFG.replace(locator_weight=1.0))
+    with pytest.raises(PolicyError, match="the locator reads 3 views, got 1"):
+        three.sample(small)
 
 
 def test_the_object_pose_token_conditions_the_chunk_and_must_be_given() -> None:

@@ -131,17 +131,18 @@ class PolicyCfg(Spec):
     hindsight_weight: NonNeg = 0.0
     # The training-time random shift of every view, as a share of its size (policy/augment.py;
     # 0: none, colour jitter only). At 64 px the default's +-4 px moves the fixed head view
-    # by about +-13 cm of belt, about the spread of where a reach must meet the object: a
-    # policy trained on shifted views cannot read the object's place from where it is in
-    # the picture.
+    # by about +-10 cm of belt (2.6 cm a pixel along the belt there, measured on a take;
+    # 1.2 cm in the left wrist view): a policy trained on shifted views cannot read the
+    # object's place from where it is in the picture to better than that.
     augment_shift: float = Field(0.06, ge=0.0, le=0.25)
     # Weight of the locator's loss (0: no locator). The locator is a small conv net on the
-    # first view (the head camera) trained to say where the object is on the belt, with the
-    # take's own hindsight place as its target (policy/hindsight.py: the grasp point carried
-    # back by the belt's speed; NaN after the grasp); its prediction, without gradient,
-    # becomes one observation token. It gives the policy what the object_pose diagnostic
-    # told it, from what the real cell records.
+    # views (``locator_views`` of them, every view the policy is given) trained to say where
+    # the object is on the belt, with the take's own hindsight place as its target
+    # (policy/hindsight.py: the grasp point carried back by the belt's speed; NaN after the
+    # grasp); its prediction, without gradient, becomes one observation token. It gives the
+    # policy what the object_pose diagnostic told it, from what the real cell records.
     locator_weight: NonNeg = 0.0
+    locator_views: PosInt = 3
     # Diagnosis only: a token from the presented object's true pose (the dataset's
     # observation.environment_state, which the twin's takes record; at evaluation the twin's
     # truth). The real cell has no such reading, so no recipe uses it: it says whether a

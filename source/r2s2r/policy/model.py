@@ -5,7 +5,7 @@ from the frozen CLIP text features, proprio tokens, an optional domain token, an
 belt-speed token from the conveyor drive's reading) go through the
 observation transformer once per chunk (``encode``); in training, an optional head predicts
 the frame's hindsight targets from them (policy/hindsight.py), and an optional locator reads
-the object's place from the head view into one more token. The action transformer maps H noisy
+the object's place from the views into one more token. The action transformer maps H noisy
 action tokens and the flow time to a velocity, attending to them (``velocity``). Flow
 matching follows openpi: t ~ Beta(1.5, 1) * 0.999 + 0.001 with t = 1 the noise,
 x_t = t * noise + (1 - t) * actions, the target u = noise - actions; sampling is Euler from
@@ -152,7 +152,9 @@ class FlowMatchingPolicy(nn.Module):
         )
         if self.hindsight is not None:
             init_linear(self.hindsight)
-        self.locator = Locator(cfg.image_size) if cfg.locator_weight > 0 else None
+        self.locator = (
+            Locator(cfg.image_size, cfg.locator_views) if cfg.locator_weight > 0 else None
+        )
         self.place = (
             nn.Sequential(nn.Linear(PLACE_DIM, d), nn.SiLU(), nn.Linear(d, d))
             if self.locator is not None
@@ -258,7 +260,7 @@ class FlowMatchingPolicy(nn.Module):
             parts.append(self.object(batch["object_pose"].to(device))[:, None])
         place = None
         if self.locator is not None and self.place is not None:
-            place = self.locator(batch["images"][:, 0].to(device))
+            place = self.locator(batch["images"].to(device))
             parts.append(self.place(place.detach())[:, None])
         dtype = parts[0].dtype
         tokens = torch.cat([part.to(dtype) for part in parts], dim=1)
