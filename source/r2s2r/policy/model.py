@@ -245,12 +245,11 @@ class FlowMatchingPolicy(nn.Module):
         """``encode`` of a checked batch."""
         device = self.action_pos.device
         ids = batch["embodiment_id"].to(device)
-        parts = [
+        parts = [] if self.image is None else [self.image(batch["images"].to(device))]
+        parts += [
             self.task(list(batch["task"])),
             self.proprio(batch["state"].to(device), batch["state_is_pad"].to(device), ids),
         ]
-        if self.image is not None:
-            parts.insert(0, self.image(batch["images"].to(device)))
         if self.domain is not None:
             parts.append(self.domain(batch["domain_id"].to(device))[:, None])
         if self.belt is not None:
