@@ -347,6 +347,13 @@ def test_the_locator_learns_a_dots_place_and_its_token_conditions_the_chunk() ->
     three = build_model(CFG.replace(locator_weight=1.0))
     with pytest.raises(PolicyError, match="the locator reads 3 views, got 1"):
         three.sample(small)
+    # Without the image encoder the views reach the policy through the locator alone.
+    blind = build_model(cfg.replace(views=False))
+    assert blind.image is None
+    assert not torch.allclose(
+        blind.sample(small, noise=noise),
+        blind.sample({**small, "images": views.flip(-1)}, noise=noise),
+    )
 
 
 def test_the_object_pose_token_conditions_the_chunk_and_must_be_given() -> None:
