@@ -401,8 +401,9 @@ def test_validation_is_logged_and_changes_nothing_the_run_learns(
     assert logged == [(1, False), (2, True), (3, False), (4, True)]
     val_rows = [r for r in rows if r["val_loss"] is not None]
     assert all(np.isfinite(r["val_loss"]) and r["val_pos_mm"] > 0 for r in val_rows)
-    # The same weights measure the same: the draws are fixed.
-    assert trainer._validate()[:2] == trainer._validate()[:2]
+    # The same weights measure the same: the draws are fixed. No locator, no place error.
+    assert trainer._validate()[:3] == trainer._validate()[:3]
+    assert all(r["val_place_cm"] is None for r in val_rows)
     # Training on the same episodes without validation gives the same weights, bit for bit.
     Trainer(_cfg(demos, tmp_path, real_episodes=2), without).fit()
     a, b = ckpt.load_checkpoint(with_val), ckpt.load_checkpoint(without)
@@ -445,3 +446,17 @@ def test_the_probe_scores_held_out_episodes_from_tokens_and_from_pixels(
         assert all(np.isfinite(result[k]) for k in ("object_x_cm", "object_y_cm", "belt_speed_r2"))
     # Other features, other fits.
     assert tokens["object_x_cm"] != pixels["object_x_cm"]
+
+
+def test_a_locators_place_error_on_held_out_takes_is_logged(demos: Path, tmp_path: Path) -> None:
+    torch.set_num_threads(1)
+    from r2s2r.policy.config import load_policy_cfg
+
+    preset = tmp_path / "tiny_locator.yaml"
+    load_policy_cfg("tiny").replace(locator_weight=0.01, augment_shift=0.0).save(preset)
+    run = tmp_path / "run"
+    Trainer(_cfg(demos, tmp_path, preset=str(preset), val_episodes=1, val_every=2), run).fit()
+    places = [r["val_place_cm"] for r in read_metrics(run) if r["val_loss"] is not None]
+    # Two measurements, each a finite error in cm (the held-out take's frames before its
+    # grasp have a place); a locator at random starts metres from the belt, not micrometres.
+    assert len(places) == 2 and all(np.isfinite(p) and p > 0.01 for p in places), places

@@ -18,7 +18,7 @@ Per frame, ``HINDSIGHT_DIM`` values (NaN where the take does not show them):
 
 ``place_targets`` gives a second set, the object's place on the belt until the grasp (the
 grasp point carried back by the belt's speed), which the locator (``PolicyCfg.locator_weight``)
-learns to read from the head view.
+learns to read from the views.
 """
 
 from __future__ import annotations

@@ -66,7 +66,8 @@ class TrainCfg(Spec):
     only_successful: bool = False
     # Hold out the last N of those real episodes: every ``val_every`` steps the run logs the
     # flow-matching loss and the chunks' TCP position error on up to ``val_windows`` of
-    # their windows (fixed draws, EMA weights), as ``val_loss`` and ``val_pos_mm``.
+    # their windows (fixed draws, EMA weights), as ``val_loss`` and ``val_pos_mm`` (and the
+    # locator's place error in cm, ``val_place_cm``, where the policy has one).
     val_episodes: NonNegInt = 0
     val_every: PosInt = 500
     val_windows: PosInt = 128
@@ -147,6 +148,8 @@ class StepRecord:
     # On the held-out episodes (``TrainCfg.val_episodes``), at validation steps only.
     val_loss: float | None = None
     val_pos_mm: float | None = None
+    # The locator's place error (cm) on the held-out windows, where the policy has one.
+    val_place_cm: float | None = None
 
 
 class _Loss(nn.Module):
@@ -497,9 +500,9 @@ class Trainer:
                 validate = self.validation is not None and (self.step % cfg.val_every == 0 or last)
                 if self.step % cfg.log_every == 0 or last or validate:
                     # Validation time is not training time: the clock skips it.
-                    val_loss = val_pos_mm = None
+                    val_loss = val_pos_mm = val_place_cm = None
                     if validate:
-                        val_loss, val_pos_mm, spent = self._validate()
+                        val_loss, val_pos_mm, val_place_cm, spent = self._validate()
                         t0 += spent
                     elapsed = time.perf_counter() - t0
                     done = (self.step - start) * cfg.batch_size * self.world_size
@@ -512,6 +515,7 @@ class Trainer:
                         elapsed_s=elapsed,
                         val_loss=val_loss,
                         val_pos_mm=val_pos_mm,
+                        val_place_cm=val_place_cm,
                     )
                     window = []
                     if self.rank == 0:
@@ -529,13 +533,14 @@ class Trainer:
             plot_metrics(self.out)
         return self.step
 
-    def _validate(self) -> tuple[float, float, float]:
-        """(validation loss, TCP position error in mm, seconds spent) with the EMA weights."""
+    def _validate(self) -> tuple[float, float, float | None, float]:
+        """(validation loss, TCP position error in mm, the locator's place error in cm (None:
+        no locator), seconds spent) with the EMA weights."""
         assert self.validation is not None
         t = time.perf_counter()
         with swapped(self.params, self.ema):
-            loss, pos_mm = self.validation.measure(self.model, self.device)
-        return loss, pos_mm, time.perf_counter() - t
+            loss, pos_mm, place_cm = self.validation.measure(self.model, self.device)
+        return loss, pos_mm, place_cm, time.perf_counter() - t
 
 
 def _distributed() -> tuple[int, int]:

@@ -47,17 +47,24 @@ class Validation:
         self.windows = len(picks)
 
     @torch.no_grad()
-    def measure(self, model: FlowMatchingPolicy, device: torch.device) -> tuple[float, float]:
+    def measure(
+        self, model: FlowMatchingPolicy, device: torch.device
+    ) -> tuple[float, float, float | None]:
         """(mean flow-matching loss, mean TCP position error in mm over the chunks' real
-        steps and every arm) of ``model`` as it is."""
+        steps and every arm, the locator's mean place error in cm over the windows whose
+        place is known: None without a locator, NaN where no window has one) of ``model``
+        as it is."""
         losses: list[float] = []
         errors: list[float] = []
         weights: list[int] = []
+        places: list[float] = []
         for k, (batch, (pos, pad, now)) in enumerate(zip(self.batches, self.truth, strict=True)):
             batch = to_device(batch, device)
             gen = torch.Generator(device).manual_seed(k)
             _, parts = model.loss(batch, gen)
             losses.append(parts["flow"] * len(now))
+            if "place_cm" in parts and np.isfinite(parts["place_cm"]):
+                places.append(parts["place_cm"])
             internal = model.sample(batch, generator=gen)
             actions = self.collate.actions_out(internal, now)
             if self.contract.action_mode != "tcp":
@@ -67,7 +74,10 @@ class Validation:
             errors.append(float(err[~pad].sum()))
             weights.append(int((~pad).sum()))
         pos_mm = 1e3 * sum(errors) / max(1, sum(weights)) if weights else float("nan")
-        return sum(losses) / max(1, self.windows), pos_mm
+        place_cm = None
+        if model.locator is not None:
+            place_cm = float(np.mean(places)) if places else float("nan")
+        return sum(losses) / max(1, self.windows), pos_mm, place_cm
 
 
 @contextmanager
