@@ -304,6 +304,7 @@ def test_the_hindsight_head_learns_what_the_views_show_and_skips_unknown_targets
     assert build_model(CFG).hindsight is None
 
 
+@pytest.mark.slow  # about 55 s on 2 cores: it trains the locator until it reads the place.
 def test_the_locator_learns_a_dots_place_and_its_token_conditions_the_chunk() -> None:
     torch.manual_seed(0)
     cfg = CFG.replace(locator_weight=1.0, locator_views=1)
