@@ -573,17 +573,17 @@ def test_the_keypoint_encoder_gives_two_tokens_a_view_and_follows_a_dot() -> Non
 
 
 def test_view_grid_pools_each_views_patch_tokens() -> None:
-    cfg = load_policy_cfg("cpu").replace(view_grid=2)
+    cfg = load_policy_cfg("cpu").replace(views=True, view_grid=2)
     model = build_model(cfg)
     images = make_batch(cfg, b=2)["images"]
     # Per view: the class token and a 2 x 2 grid.
     assert model.image(images).shape == (2, 3 * 5, cfg.width)
     with pytest.raises(ValueError, match="does not divide"):
-        load_policy_cfg("cpu").replace(view_grid=3)
+        load_policy_cfg("cpu").replace(views=True, view_grid=3)
 
 
 def test_a_smaller_patch_gives_a_finer_grid_that_view_grid_pools() -> None:
-    cpu = load_policy_cfg("cpu")
+    cpu = load_policy_cfg("cpu").replace(views=True)
     fine = cpu.backbone.replace(overrides={**cpu.backbone.overrides, "patch_size": 8})
     cfg = cpu.replace(backbone=fine)
     assert cfg.backbone.patch_size == 8
