@@ -339,7 +339,7 @@ class FlowMatchingPolicy(nn.Module):
         diff = (pred.float() - torch.where(known, targets, 0.0)) * known
         count = known.sum()
         loss = (diff / PLACE_UNIT_M).square().sum() / count.clamp(min=1)
-        err_cm = float(diff.abs().sum() / count) * 100 if int(count) else float("nan")
+        err_cm = float(diff.detach().abs().sum() / count) * 100 if int(count) else float("nan")
         return loss, err_cm
 
     def _hindsight_loss(self, ctx: Context, targets: Tensor) -> Tensor:
